@@ -1,0 +1,273 @@
+"""The one typed configuration of dpone-dagster, and the one place that reads the environment.
+
+Configuration comes from `dpone.yaml` at the project root (optional: the embedded default works
+with no file at all), then environment overrides. Nothing else in the project reads environment
+variables for configuration; resources and services receive a `DponeConfig`.
+
+Credentials are configured *by reference*: a lake names the environment variables that hold its
+storage keys or catalog password, never the values. `resolve_secret()` reads a referenced variable at
+the moment of use; the values never enter a model, so they cannot leak through `repr`, logs,
+metadata or errors.
+
+Environment overrides (all optional):
+- `DPONE_PROJECT_ROOT`   project root (default: the folder holding `dpone.yaml`, searched upward
+                         from the working directory, else the working directory)
+- `DPONE_CONFIG`         explicit path to a YAML file instead of `<root>/dpone.yaml`
+- `DPONE_STATE_DIR`      state directory (default `<root>/.dpone`)
+- `DPONE_CONTROL_STORE_URL`  SQLAlchemy URL of the control store (default SQLite in the state dir)
+- `DPONE_WORKSPACE`      current workspace (default `prod`)
+- `DPONE_LAKE_<NAME>_CATALOG`, `DPONE_LAKE_<NAME>_DATA_PATH`  per-lake overrides
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from dpone_dagster.errors import ConfigError
+
+CONFIG_FILE_NAME = "dpone.yaml"
+DEFAULT_LAKE = "main"
+DEFAULT_WORKSPACE = "prod"
+_ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]{0,127}$")
+_LAKE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
+
+CatalogKind = Literal["duckdb", "postgres", "sqlite", "mysql"]
+
+
+class _Closed(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class StorageConfig(_Closed):
+    """How to reach object storage for `s3://` data paths. Secrets are env-var *names*."""
+
+    endpoint: str | None = Field(default=None, description="host:port of an S3-compatible endpoint")
+    region: str = "us-east-1"
+    url_style: Literal["path", "vhost"] = "vhost"
+    use_ssl: bool = True
+    key_id_env: str | None = None
+    secret_env: str | None = None
+    session_token_env: str | None = None
+
+    @field_validator("key_id_env", "secret_env", "session_token_env")
+    @classmethod
+    def _env_names_only(cls, value: str | None) -> str | None:
+        if value is not None and not _ENV_NAME.match(value):
+            raise ValueError("must be the NAME of an environment variable (A-Z, 0-9, _), not a value")
+        return value
+
+
+class LakeConfig(_Closed):
+    """One DuckLake: catalog, data path, storage credentials by reference, extra ATTACH args.
+
+    `catalog` is a DuckDB file path (the embedded default), `postgres:<libpq key=value string>`
+    (no password in it: use `catalog_password_env`), `sqlite:<path>` or `mysql:<...>`.
+    `data_path` is a local directory or `s3://bucket/prefix/`.
+    """
+
+    name: str
+    catalog: str
+    data_path: str
+    catalog_password_env: str | None = None
+    storage: StorageConfig | None = None
+    storage_ref: str = Field(default="default", description="logical name of the storage identity")
+    attach_args: dict[str, str | int | bool] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _lake_name(cls, value: str) -> str:
+        if not _LAKE_NAME.match(value):
+            raise ValueError("lake names are lowercase identifiers: [a-z][a-z0-9_]*")
+        return value
+
+    @field_validator("catalog_password_env")
+    @classmethod
+    def _password_env(cls, value: str | None) -> str | None:
+        if value is not None and not _ENV_NAME.match(value):
+            raise ValueError("must be the NAME of an environment variable, not a value")
+        return value
+
+    @field_validator("catalog")
+    @classmethod
+    def _no_inline_password(cls, value: str) -> str:
+        if re.search(r"(?i)\bpassword\s*=", value) or re.search(r"://[^/@:]+:[^/@]+@", value):
+            raise ValueError(
+                "catalog strings must not contain a password; name an environment variable in "
+                "catalog_password_env instead"
+            )
+        return value
+
+    @property
+    def catalog_kind(self) -> CatalogKind:
+        lowered = self.catalog.lower()
+        if lowered.startswith(("postgres:", "postgresql:")):
+            return "postgres"
+        if lowered.startswith("sqlite:"):
+            return "sqlite"
+        if lowered.startswith("mysql:"):
+            return "mysql"
+        return "duckdb"
+
+    @property
+    def is_s3(self) -> bool:
+        return self.data_path.startswith("s3://")
+
+
+class DponeConfig(_Closed):
+    project_root: Path
+    state_dir: Path = Path(".dpone")
+    control_store_url: str | None = None
+    workspace: str = DEFAULT_WORKSPACE
+    lakes: tuple[LakeConfig, ...] = ()
+    dbt_project_dir: Path = Path("dbt_project_synthetic")
+
+    @model_validator(mode="after")
+    def _unique_lakes(self) -> DponeConfig:
+        names = [lake.name for lake in self.lakes]
+        if len(names) != len(set(names)):
+            raise ValueError("lake names must be unique")
+        return self
+
+    @property
+    def state_path(self) -> Path:
+        path = self.state_dir if self.state_dir.is_absolute() else self.project_root / self.state_dir
+        return path
+
+    @property
+    def dbt_project_path(self) -> Path:
+        path = self.dbt_project_dir
+        return path if path.is_absolute() else self.project_root / path
+
+    @property
+    def control_store(self) -> str:
+        return self.control_store_url or f"sqlite:///{self.state_path / 'control.sqlite'}"
+
+    def lake(self, name: str = DEFAULT_LAKE) -> LakeConfig:
+        for lake in self.all_lakes:
+            if lake.name == name:
+                return lake
+        raise ConfigError(f"no lake named {name!r} is configured", code="config.unknown_lake")
+
+    @property
+    def all_lakes(self) -> tuple[LakeConfig, ...]:
+        """Configured lakes; the embedded `main` lake is added when none is named `main`."""
+        if any(lake.name == DEFAULT_LAKE for lake in self.lakes):
+            return self.lakes
+        return (self.embedded_main_lake(), *self.lakes)
+
+    def embedded_main_lake(self) -> LakeConfig:
+        lakes = self.state_path / "lakes"
+        return LakeConfig(
+            name=DEFAULT_LAKE,
+            catalog=str(lakes / "main.ducklake"),
+            data_path=str(lakes / "storage" / "main") + "/",
+        )
+
+
+def _find_project_root(env: Mapping[str, str]) -> Path:
+    if env.get("DPONE_PROJECT_ROOT"):
+        return Path(env["DPONE_PROJECT_ROOT"]).resolve()
+    here = Path.cwd().resolve()
+    for candidate in (here, *here.parents):
+        if (candidate / CONFIG_FILE_NAME).is_file():
+            return candidate
+    package_root = Path(__file__).resolve().parent.parent
+    if (package_root / "dbt_project_synthetic").is_dir():
+        return package_root
+    return here
+
+
+def _apply_lake_overrides(lakes: list[dict], env: Mapping[str, str]) -> list[dict]:
+    by_name = {str(lake.get("name")): lake for lake in lakes}
+    for key, value in env.items():
+        match = re.match(r"^DPONE_LAKE_([A-Z0-9_]+?)_(CATALOG|DATA_PATH)$", key)
+        if not match:
+            continue
+        name = match.group(1).lower()
+        field = match.group(2).lower()
+        lake = by_name.get(name)
+        if lake is None:
+            raise ConfigError(
+                f"{key} overrides lake {name!r}, which dpone.yaml does not define",
+                code="config.unknown_lake",
+            )
+        lake[field] = value
+    return lakes
+
+
+def load_config(env: Mapping[str, str] | None = None) -> DponeConfig:
+    """Read dpone.yaml (if any) and apply environment overrides. Cached per environment snapshot."""
+    env = dict(os.environ if env is None else env)
+    keys = (
+        "DPONE_PROJECT_ROOT",
+        "DPONE_CONFIG",
+        "DPONE_STATE_DIR",
+        "DPONE_CONTROL_STORE_URL",
+        "DPONE_WORKSPACE",
+    )
+    lake_keys = tuple(sorted((k, v) for k, v in env.items() if k.startswith("DPONE_LAKE_")))
+    return _load_config(tuple((k, env.get(k)) for k in keys), lake_keys, str(Path.cwd()))
+
+
+@lru_cache(maxsize=32)
+def _load_config(
+    keys: tuple[tuple[str, str | None], ...],
+    lake_keys: tuple[tuple[str, str], ...],
+    cwd: str,
+) -> DponeConfig:
+    env = {k: v for k, v in keys if v is not None}
+    env.update(dict(lake_keys))
+    root = _find_project_root(env)
+    path = Path(env["DPONE_CONFIG"]) if env.get("DPONE_CONFIG") else root / CONFIG_FILE_NAME
+    raw: dict = {}
+    if path.is_file():
+        try:
+            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{path.name} is not valid YAML (line {_yaml_line(exc)})") from None
+        if loaded is not None and not isinstance(loaded, dict):
+            raise ConfigError(f"{path.name} must be a mapping at the top level")
+        raw = dict(loaded or {})
+    elif env.get("DPONE_CONFIG"):
+        raise ConfigError("DPONE_CONFIG names a file that does not exist", code="config.missing")
+    raw["project_root"] = root
+    if env.get("DPONE_STATE_DIR"):
+        raw["state_dir"] = env["DPONE_STATE_DIR"]
+    if env.get("DPONE_CONTROL_STORE_URL"):
+        raw["control_store_url"] = env["DPONE_CONTROL_STORE_URL"]
+    if env.get("DPONE_WORKSPACE"):
+        raw["workspace"] = env["DPONE_WORKSPACE"]
+    raw["lakes"] = _apply_lake_overrides([dict(x) for x in raw.get("lakes") or []], env)
+    try:
+        return DponeConfig.model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
+        )
+        raise ConfigError(f"invalid configuration: {problems}") from None
+
+
+def _yaml_line(exc: yaml.YAMLError) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    return str(mark.line + 1) if mark is not None else "?"
+
+
+class SecretMissingError(ConfigError):
+    code = "config.secret_missing"
+
+
+def resolve_secret(env_name: str, env: Mapping[str, str] | None = None) -> str:
+    """Read a credential referenced by environment-variable name, at the moment of use."""
+    source = os.environ if env is None else env
+    value = source.get(env_name)
+    if not value:
+        raise SecretMissingError(f"environment variable {env_name} (a credential reference) is not set")
+    return value

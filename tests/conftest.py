@@ -1,0 +1,198 @@
+"""Shared test fixtures: real PostgreSQL and a real (moto) S3 server on 127.0.0.1.
+
+Both servers are started by the test session itself and stopped at its end, so a clean clone
+passes in CI with nothing running beforehand. PostgreSQL is a throwaway cluster from the machine's
+PostgreSQL binaries (initdb as the `postgres` user when running as root). S3 is moto's threaded
+server, spoken to over HTTP exactly like S3 (boto3 and DuckDB httpfs).
+
+Tests that need them request `postgres_server` / `s3_server` (session) or the per-test helpers
+`pg_database` (a fresh database) and `s3_bucket` (a fresh bucket).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def _isolated_state(tmp_path_factory, monkeypatch):
+    """Every test gets its own state dir so no test reads or writes the developer's `.dpone/`."""
+    state = tmp_path_factory.mktemp("dpone_state")
+    monkeypatch.setenv("DPONE_PROJECT_ROOT", str(REPO_ROOT))
+    monkeypatch.setenv("DPONE_STATE_DIR", str(state))
+    for key in [k for k in os.environ if k.startswith("DPONE_LAKE_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.delenv("DPONE_CONTROL_STORE_URL", raising=False)
+    monkeypatch.delenv("DPONE_WORKSPACE", raising=False)
+    monkeypatch.delenv("DPONE_CONFIG", raising=False)
+    yield state
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _require_service(reason: str):
+    if os.environ.get("DPONE_TEST_ALLOW_MISSING_SERVICES") == "1":
+        pytest.skip(reason)
+    pytest.fail(reason + " (set DPONE_TEST_ALLOW_MISSING_SERVICES=1 to skip instead)")
+
+
+@dataclass(frozen=True)
+class PostgresServer:
+    host: str
+    port: int
+    user: str
+
+    def dsn(self, dbname: str = "postgres") -> str:
+        """libpq key=value string (what DuckDB's postgres catalog takes)."""
+        return f"host={self.host} port={self.port} user={self.user} dbname={dbname}"
+
+    def url(self, dbname: str = "postgres") -> str:
+        """SQLAlchemy URL (psycopg 3 driver)."""
+        return f"postgresql+psycopg://{self.user}@{self.host}:{self.port}/{dbname}"
+
+    def create_database(self, name: str | None = None) -> str:
+        import psycopg
+
+        name = name or f"t_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(self.dsn(), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return name
+
+
+def _pg_bin() -> Path | None:
+    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    if candidates:
+        return Path(candidates[-1]).parent
+    initdb = shutil.which("initdb")
+    return Path(initdb).parent if initdb else None
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    bindir = _pg_bin()
+    if bindir is None:
+        _require_service("PostgreSQL binaries (initdb, pg_ctl) are not installed")
+    as_root = os.geteuid() == 0
+    base = Path(tempfile.mkdtemp(prefix="dpone-pg-"))
+    data = base / "data"
+    sockets = base / "sock"
+    sockets.mkdir()
+    prefix: list[str] = []
+    if as_root:
+        shutil.chown(base, "postgres", "postgres")
+        shutil.chown(sockets, "postgres", "postgres")
+        prefix = ["runuser", "-u", "postgres", "--"]
+    port = _free_port()
+    log = base / "server.log"
+    env = {**os.environ, "LC_ALL": "C.UTF-8", "LANG": "C.UTF-8"}
+    subprocess.run(
+        [*prefix, str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres", "-E", "UTF8"],
+        check=True,
+        capture_output=True,
+        env=env,
+    )
+    options = f"-p {port} -k {sockets} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
+    if as_root:
+        log.touch()
+        shutil.chown(log, "postgres", "postgres")
+    subprocess.run(
+        [*prefix, str(bindir / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(log), "-w", "start"],
+        check=True,
+        capture_output=True,
+        env=env,
+    )
+    try:
+        yield PostgresServer(host="127.0.0.1", port=port, user="postgres")
+    finally:
+        subprocess.run(
+            [*prefix, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"],
+            capture_output=True,
+            env=env,
+        )
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def pg_database(postgres_server: PostgresServer) -> str:
+    """A fresh, empty database on the session's PostgreSQL server; returns its name."""
+    return postgres_server.create_database()
+
+
+@dataclass(frozen=True)
+class S3Server:
+    host: str
+    port: int
+    key_id: str = "testing-key-id"
+    secret: str = "testing-secret-key"
+    region: str = "us-east-1"
+
+    @property
+    def endpoint(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def endpoint_url(self) -> str:
+        return f"http://{self.endpoint}"
+
+    def client(self):
+        import boto3
+
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint_url,
+            aws_access_key_id=self.key_id,
+            aws_secret_access_key=self.secret,
+            region_name=self.region,
+        )
+
+    def create_bucket(self, name: str | None = None) -> str:
+        name = name or f"b-{uuid.uuid4().hex[:12]}"
+        self.client().create_bucket(Bucket=name)
+        return name
+
+    def keys(self, bucket: str, prefix: str = "") -> list[str]:
+        client = self.client()
+        out: list[str] = []
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+            out.extend(obj["Key"] for obj in page.get("Contents", []))
+        return sorted(out)
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    try:
+        from moto.server import ThreadedMotoServer
+    except ImportError:  # pragma: no cover - moto[server] is a test dependency
+        _require_service("moto[server] is not installed")
+    port = _free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        yield S3Server(host="127.0.0.1", port=port)
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def s3_bucket(s3_server: S3Server, monkeypatch) -> str:
+    """A fresh bucket; the S3 credentials are exported under the names test lakes reference."""
+    monkeypatch.setenv("DPONE_TEST_S3_KEY_ID", s3_server.key_id)
+    monkeypatch.setenv("DPONE_TEST_S3_SECRET", s3_server.secret)
+    return s3_server.create_bucket()
