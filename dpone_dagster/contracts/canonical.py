@@ -22,7 +22,7 @@ import re
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 
-from dpone_dagster.errors import DponeError
+from dpone_dagster.contracts.coded import CodedError
 
 MAX_DOCUMENT_BYTES = 4 * 1024 * 1024
 MAX_DEPTH = 32
@@ -34,30 +34,22 @@ _BRACKET = re.compile(r"[\[\]{}]")
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-class CanonicalError(DponeError):
+class CanonicalError(CodedError):
     """Input or a value cannot be (or is not) canonical JSON. `code` names the exact reason."""
 
-    code = "canonical.error"
-    codes = frozenset(
-        {
-            "canonical.invalid_utf8",
-            "canonical.bom",
-            "canonical.too_large",
-            "canonical.too_deep",
-            "canonical.invalid_json",
-            "canonical.duplicate_key",
-            "canonical.non_finite_number",
-            "canonical.number_out_of_range",
-            "canonical.invalid_string",
-            "canonical.unsupported_type",
-            "canonical.non_canonical",
-        }
-    )
-
-    def __init__(self, code: str, message: str) -> None:
-        if code not in self.codes:
-            raise ValueError(f"unregistered canonical error code {code!r}")
-        super().__init__(message, code=code)
+    codes = {
+        "canonical.invalid_utf8": "The document bytes are not valid UTF-8. It was corrupted or not produced by dpone.",
+        "canonical.bom": "The document starts with a byte-order mark. Canonical documents never do; re-export it.",
+        "canonical.too_large": "The document exceeds the fixed size bound and was not parsed.",
+        "canonical.too_deep": "The document nests deeper than the fixed bound and was not parsed.",
+        "canonical.invalid_json": "The bytes are not exactly one JSON text.",
+        "canonical.duplicate_key": "An object repeats a member name; the document is ambiguous and refused.",
+        "canonical.non_finite_number": "The document contains NaN or Infinity, which have no JSON form.",
+        "canonical.number_out_of_range": "A number cannot be represented exactly; integers must stay within 2^53-1.",
+        "canonical.invalid_string": "A string contains a lone UTF-16 surrogate.",
+        "canonical.unsupported_type": "A value of a type JSON cannot express was given (a programming error).",
+        "canonical.non_canonical": "The JSON is valid but not RFC 8785 canonical; identities are only taken over canonical bytes.",
+    }
 
 
 def dumps(obj: object) -> bytes:

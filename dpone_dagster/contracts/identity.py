@@ -18,7 +18,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from dpone_dagster.contracts.canonical import CanonicalError, dumps, loads_canonical
+from dpone_dagster.contracts.canonical import dumps, loads_canonical
+from dpone_dagster.contracts.coded import CodedError
 
 DIGEST_PATTERN = r"^sha256:[0-9a-f]{64}$"
 _KIND = re.compile(r"^[a-z][a-z0-9]*(?:[._-][a-z0-9]+)*$")
@@ -26,11 +27,13 @@ _MAX_KIND_LENGTH = 128
 _DIGEST = re.compile(DIGEST_PATTERN)
 
 
-class IdentityError(CanonicalError):
+class IdentityError(CodedError):
     """A digest was requested for an invalid kind or given something that is not a digest."""
 
-    code = "identity.error"
-    codes = frozenset({"identity.invalid_kind", "identity.invalid_digest"})
+    codes = {
+        "identity.invalid_kind": "A document kind is not a short lowercase dotted name (a programming error).",
+        "identity.invalid_digest": "A value that must be a digest is not of the form sha256:<64 lowercase hex>.",
+    }
 
 
 def canonical_model_bytes(model: BaseModel) -> bytes:

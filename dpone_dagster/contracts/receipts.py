@@ -1,0 +1,135 @@
+"""Receipts: the verified development authority, and the three operation receipts of target admission.
+
+`DevelopmentAuthorityReceipt` is what `verify_grant` returns: everything a release service needs
+from a verified policy + grant, and nothing secret. `PublicationReceipt`, `MaterializationReceipt`
+and `ActivationReceipt` each admit one kind of protected operation for one exact release, deployment
+and target; each has its own `schema` literal, so one can never be parsed, digested or accepted as
+another. An `ActivationReceipt` also covers pointer-changing recovery and audit-only repair, named
+by its `purpose`.
+
+The one thing a reader could get wrong: holding a receipt is not enough. A receipt records the
+policy digest and revocation epoch *at issue time*; `ReceiptIssuer.require_current` must re-check
+both against the live target immediately before the operation.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import Field, model_validator
+
+from dpone_dagster.contracts.base import ContractModel
+from dpone_dagster.contracts.bounds import (
+    MAX_SIGNERS,
+    MAX_WORKLOADS,
+    Count,
+    Digest,
+    GitCommit,
+    Identifier,
+    Name,
+    PositiveCount,
+    RepositoryName,
+    Timestamp,
+    WorkloadId,
+    parse_timestamp,
+    sorted_unique,
+)
+from dpone_dagster.contracts.grant import ExecutionSubject
+from dpone_dagster.contracts.policy import DeliveryLimits
+
+AUTHORITY_RECEIPT_SCHEMA = "dpone.development-authority-receipt.v1"
+PUBLICATION_RECEIPT_SCHEMA = "dpone.publication-receipt.v1"
+MATERIALIZATION_RECEIPT_SCHEMA = "dpone.materialization-receipt.v1"
+ACTIVATION_RECEIPT_SCHEMA = "dpone.activation-receipt.v1"
+
+ActivationPurpose = Literal["activate", "pointer_recovery", "audit_repair"]
+
+
+class DevelopmentAuthorityReceipt(ContractModel):
+    """The typed, secret-free result of verifying a policy and a threshold-signed grant."""
+
+    KIND = AUTHORITY_RECEIPT_SCHEMA
+
+    schema_: Literal["dpone.development-authority-receipt.v1"] = Field(default=AUTHORITY_RECEIPT_SCHEMA, alias="schema")
+    authority_family: Literal["development"]
+    purpose: Literal["development_delivery"]
+    trust_tier: Literal["non_production"]
+    policy_id: Name
+    policy_digest: Digest
+    grant_digest: Digest
+    signature_subject_digest: Digest
+    signer_key_ids: sorted_unique(Digest, min_length=1, max_length=MAX_SIGNERS)
+    environment: Name
+    source_repository: RepositoryName
+    source_repository_digest: Digest
+    source_commit: GitCommit
+    not_before: Timestamp
+    expires_at: Timestamp
+    revocation_epoch: Count
+    sequence: PositiveCount
+    native_membership: sorted_unique(WorkloadId, max_length=MAX_WORKLOADS)
+    ordinary_membership: sorted_unique(WorkloadId, max_length=MAX_WORKLOADS)
+    execution_subjects: sorted_unique(ExecutionSubject, max_length=MAX_WORKLOADS, key=ExecutionSubject.sort_key)
+    effective_limits: DeliveryLimits
+    verified_at: Timestamp
+
+
+class _OperationReceipt(ContractModel):
+    """Fields every operation receipt binds. Not a document on its own."""
+
+    OPERATION: ClassVar[str] = ""
+
+    release_id: Digest
+    deployment_id: Identifier
+    target_environment: Name
+    trust_tier: Literal["non_production"]
+    target_policy_digest: Digest
+    grant_digest: Digest
+    revocation_epoch: Count
+    verified_at: Timestamp
+    expires_at: Timestamp
+
+    @model_validator(mode="after")
+    def _expiry_after_verification(self) -> _OperationReceipt:
+        if parse_timestamp(self.expires_at) <= parse_timestamp(self.verified_at):
+            raise ValueError("expires_at must be later than verified_at")
+        return self
+
+
+class PublicationReceipt(_OperationReceipt):
+    """Admits publishing one immutable release to the target's registry."""
+
+    KIND = PUBLICATION_RECEIPT_SCHEMA
+    OPERATION = "publish"
+
+    schema_: Literal["dpone.publication-receipt.v1"] = Field(default=PUBLICATION_RECEIPT_SCHEMA, alias="schema")
+    operation: Literal["publish"] = "publish"
+
+
+class MaterializationReceipt(_OperationReceipt):
+    """Admits installing one published release into the target's local cache."""
+
+    KIND = MATERIALIZATION_RECEIPT_SCHEMA
+    OPERATION = "materialize"
+
+    schema_: Literal["dpone.materialization-receipt.v1"] = Field(default=MATERIALIZATION_RECEIPT_SCHEMA, alias="schema")
+    operation: Literal["materialize"] = "materialize"
+
+
+class ActivationReceipt(_OperationReceipt):
+    """Admits changing the target's current pointer, recovering it, or an audit-only repair."""
+
+    KIND = ACTIVATION_RECEIPT_SCHEMA
+    OPERATION = "activate"
+
+    schema_: Literal["dpone.activation-receipt.v1"] = Field(default=ACTIVATION_RECEIPT_SCHEMA, alias="schema")
+    operation: Literal["activate"] = "activate"
+    purpose: ActivationPurpose
+
+
+OperationReceipt = PublicationReceipt | MaterializationReceipt | ActivationReceipt
+OPERATION_RECEIPT_TYPES: tuple[type[_OperationReceipt], ...] = (
+    PublicationReceipt,
+    MaterializationReceipt,
+    ActivationReceipt,
+)
