@@ -1,0 +1,312 @@
+"""Ordinary flow documents: manifest, DAG, committed pack, and the capture handed to composition.
+
+An ordinary workload lives in `flows/<pack_id>/` of the source repository and is declarative:
+
+- `flow.yaml` → `FlowManifest`: selector, the SQL files the runtime runs (in order), separately
+  scheduled SQL `pre_hooks` with ids and `after` dependencies, public resource requests/limits as
+  Kubernetes quantities, connection aliases with binding shape only, and the tables it writes.
+- `dag.yaml` → `FlowDag`: the orchestrator definition (the "DAG bytes"): dag id, schedule, selector.
+- `pack.json` → `FlowPack`: the committed, canonical, executable projection of the flow and hook
+  graph: one task per pre-hook plus one runtime task, each with its exact generated command, and a
+  `fingerprint` over everything else in the pack.
+
+`OrdinaryCapture` (built by `dpone_dagster.release.flows.capture_ordinary`) is what release
+composition consumes. Per workload (`CapturedWorkload`, sorted by `pack_id`):
+
+- `pack_id` (the ordinary workload id in grants), `selector`, `dag_id`, `schedule`;
+- `fingerprint`: the committed pack's fingerprint, proven equal to a rebuild from source;
+- `dag` / `manifest` / `pack`: path + content SHA-256 of the original bytes;
+- `hook_order`: hook ids in dependency order; `hooks`: per hook its task id, SQL file + digest,
+  `after`, exact command and `publish_xcom` (always false);
+- `sql`: the runtime's SQL files in run order with digests; `runtime_command`;
+- `logical_writes`: `schema.table` relations written (declared, and verified against the SQL);
+- `resources`: requests/limits in millicores and bytes; `connections`: alias-only projection;
+- `source_files`: the workload's complete source closure (path, content SHA-256, size), sorted.
+
+The capture also carries `source_snapshot_digest` (of the whole source tree it was read from),
+`selector_membership` (selector → dag id → pack id) and the `resource_ceiling` it was checked
+against; `execution_subjects()` lists the runtime and pre-hook subjects in the grant's shape.
+
+The one thing a reader could get wrong: `content_sha256` fields are plain SHA-256 hex of raw file
+bytes (no `sha256:` prefix, no domain); `fingerprint` and `source_snapshot_digest` are
+domain-separated identities (`sha256:` + hex, see `contracts.identity`). They are never comparable.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, StrictBool, StrictInt, StringConstraints, model_validator
+
+from dpone_dagster.contracts.base import ContractModel
+from dpone_dagster.contracts.bounds import Digest, LogicalPath, Name, Text, sorted_unique
+from dpone_dagster.contracts.identity import digest
+
+FLOW_MANIFEST_SCHEMA = "dpone.flow-manifest.v1"
+FLOW_DAG_SCHEMA = "dpone.flow-dag.v1"
+FLOW_PACK_SCHEMA = "dpone.flow-pack.v1"
+ORDINARY_CAPTURE_SCHEMA = "dpone.ordinary-capture.v1"
+PACK_FINGERPRINT_KIND = "dpone.flow-pack-fingerprint.v1"
+
+RUNTIME_TASK_ID = "runtime"
+PRE_HOOK_TASK_PREFIX = "pre_hook."
+MAX_SQL_FILES = 64
+MAX_HOOKS = 32
+MAX_CONNECTIONS = 16
+MAX_WRITES = 64
+MAX_COMMAND_ARGS = 32
+MAX_CPU_MILLICORES = 1_000_000
+MAX_MEMORY_BYTES = 2**50
+
+
+def _text(pattern: str, max_length: int) -> Any:
+    return Annotated[str, StringConstraints(strict=True, pattern=pattern, max_length=max_length)]
+
+
+PackId = _text(r"^[a-z][a-z0-9_]{0,62}$", 63)
+HookId = Name
+FlowSelector = _text(r"^flow:[a-z][a-z0-9_]{0,62}$", 68)
+DagSelector = _text(r"^[a-z][a-z0-9_]{0,15}:[A-Za-z0-9_.:+*/-]{1,200}$", 217)
+Schedule = _text(r"^(manual|[0-9*/,-]+( [0-9*/,-]+){4})$", 100)
+RelationName = _text(r"^[a-z_][a-z0-9_]{0,62}\.[a-z_][a-z0-9_]{0,62}$", 127)
+ContentSha256 = _text(r"^[0-9a-f]{64}$", 64)
+TaskId = _text(r"^(runtime|pre_hook\.[a-z0-9][a-z0-9_.-]{0,62})$", 72)
+CommandArg = _text(r"^[A-Za-z0-9_.:/=@+-]{1,400}$", 400)
+CpuQuantity = _text(r"^([1-9][0-9]{0,5}m|[0-9]{1,4}(\.[0-9]{1,3})?)$", 10)
+MemoryQuantity = _text(r"^[1-9][0-9]{0,12}(Ki|Mi|Gi|Ti)?$", 15)
+ParameterValue = _text(r"^[A-Za-z0-9_.:/@+-]{0,200}$", 200)
+ConnectionType = Literal["duckdb", "ducklake", "postgres", "s3"]
+ConnectionAccess = Literal["read", "write", "read_write"]
+ProcessKind = Literal["flow_runtime", "sql_pre_hook"]
+Millicores = Annotated[StrictInt, Field(ge=1, le=MAX_CPU_MILLICORES)]
+MemoryBytes = Annotated[StrictInt, Field(ge=1, le=MAX_MEMORY_BYTES)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Manifest and DAG (authored YAML, validated after the strict YAML reader turns it into values)
+
+
+class ManifestQuantity(ContractModel):
+    """A request or limit as authored: Kubernetes quantities (`250m`, `0.5`; `256Mi`, `1Gi`)."""
+
+    cpu: CpuQuantity
+    memory: MemoryQuantity
+
+
+class ManifestResources(ContractModel):
+    requests: ManifestQuantity
+    limits: ManifestQuantity
+
+
+class HookDeclaration(ContractModel):
+    """One separately scheduled SQL pre-hook: runs `sql` after every hook in `after`."""
+
+    id: HookId
+    sql: LogicalPath
+    after: tuple[HookId, ...] = Field(default=(), max_length=MAX_HOOKS)
+
+
+class ConnectionDeclaration(ContractModel):
+    """A connection alias and its binding shape. Values bound at runtime never appear here."""
+
+    alias: PackId
+    conn_type: ConnectionType
+    access: ConnectionAccess
+    parameters: dict[Name, ParameterValue] = Field(default_factory=dict, max_length=16)
+
+
+class FlowManifest(ContractModel):
+    """`flow.yaml`: one ordinary workload. SQL and hook paths are relative to the workload directory."""
+
+    schema_: Literal["dpone.flow-manifest.v1"] = Field(alias="schema")
+    pack_id: PackId
+    selector: FlowSelector
+    runner: Literal["flow_runtime"]
+    description: Text = ""
+    sql: tuple[LogicalPath, ...] = Field(min_length=1, max_length=MAX_SQL_FILES)
+    pre_hooks: tuple[HookDeclaration, ...] = Field(default=(), max_length=MAX_HOOKS)
+    resources: ManifestResources
+    connections: tuple[ConnectionDeclaration, ...] = Field(default=(), max_length=MAX_CONNECTIONS)
+    writes: tuple[RelationName, ...] = Field(min_length=1, max_length=MAX_WRITES)
+
+
+class FlowDag(ContractModel):
+    """`dag.yaml`: the orchestrator definition. `selector` names the workload(s) the DAG runs."""
+
+    schema_: Literal["dpone.flow-dag.v1"] = Field(alias="schema")
+    dag_id: PackId
+    schedule: Schedule
+    selector: DagSelector
+    tags: tuple[Name, ...] = Field(default=(), max_length=16)
+
+
+# ---------------------------------------------------------------------------------------------
+# Pack (canonical JSON, committed next to the sources and rebuilt during capture)
+
+
+class ResourceQuantity(ContractModel):
+    cpu_millicores: Millicores
+    memory_bytes: MemoryBytes
+
+
+class PublicResources(ContractModel):
+    """Public resource requests and limits, normalized to integers (exact, no unit ambiguity)."""
+
+    requests: ResourceQuantity
+    limits: ResourceQuantity
+
+
+class ResourceCeiling(ContractModel):
+    """Policy upper bound for any one workload's resources (field names match `DeliveryLimits`)."""
+
+    max_cpu_millicores: Millicores
+    max_memory_bytes: MemoryBytes
+
+
+class ConnectionParameter(ContractModel):
+    name: Name
+    value: ParameterValue
+
+
+class ConnectionProjection(ContractModel):
+    """The alias-only projection of a connection: no host credentials, no secret, no DSN."""
+
+    alias: PackId
+    conn_type: ConnectionType
+    access: ConnectionAccess
+    parameters: sorted_unique(ConnectionParameter, max_length=16, key=lambda item: item.name)
+
+
+class SqlFileRef(ContractModel):
+    """A SQL file by its path in the source tree and the SHA-256 of its bytes."""
+
+    path: LogicalPath
+    content_sha256: ContentSha256
+
+
+class PackTask(ContractModel):
+    """One executable task: a flow runtime or a SQL pre-hook, with its exact generated command."""
+
+    task_id: TaskId
+    kind: ProcessKind
+    hook_id: HookId | None
+    sql: tuple[SqlFileRef, ...] = Field(min_length=1, max_length=MAX_SQL_FILES)
+    upstream: sorted_unique(TaskId, max_length=MAX_HOOKS)
+    command: tuple[CommandArg, ...] = Field(min_length=1, max_length=MAX_COMMAND_ARGS)
+    publish_xcom: StrictBool
+
+
+class FlowPack(ContractModel):
+    """The committed executable projection of one workload. `fingerprint` covers every other field."""
+
+    KIND = FLOW_PACK_SCHEMA
+
+    schema_: Literal["dpone.flow-pack.v1"] = Field(default=FLOW_PACK_SCHEMA, alias="schema")
+    pack_id: PackId
+    selector: FlowSelector
+    runner: Literal["flow_runtime"]
+    tasks: tuple[PackTask, ...] = Field(min_length=1, max_length=MAX_HOOKS + 1)
+    resources: PublicResources
+    connections: sorted_unique(ConnectionProjection, max_length=MAX_CONNECTIONS, key=lambda item: item.alias)
+    logical_writes: sorted_unique(RelationName, min_length=1, max_length=MAX_WRITES)
+    fingerprint: Digest
+
+    def expected_fingerprint(self) -> str:
+        """The fingerprint this pack's other fields determine (persisted: must never change)."""
+        return pack_fingerprint(self.model_dump(mode="json", by_alias=True, exclude={"fingerprint"}))
+
+
+def pack_fingerprint(pack_body: dict[str, Any]) -> str:
+    """Domain-separated digest of a pack's canonical body without its `fingerprint` member."""
+    if "fingerprint" in pack_body:
+        raise ValueError("the fingerprint is computed over the pack body without the fingerprint")
+    return digest(PACK_FINGERPRINT_KIND, pack_body)
+
+
+# ---------------------------------------------------------------------------------------------
+# Capture (the output of ordinary capture; engineer-facing contract for composition)
+
+
+class CapturedFile(ContractModel):
+    path: LogicalPath
+    content_sha256: ContentSha256
+    size: Annotated[StrictInt, Field(ge=0, le=2**53 - 1)]
+
+
+class CapturedHook(ContractModel):
+    hook_id: HookId
+    task_id: TaskId
+    sql: SqlFileRef
+    after: sorted_unique(HookId, max_length=MAX_HOOKS)
+    command: tuple[CommandArg, ...] = Field(min_length=1, max_length=MAX_COMMAND_ARGS)
+    publish_xcom: Literal[False]
+
+
+class CapturedWorkload(ContractModel):
+    pack_id: PackId
+    selector: FlowSelector
+    dag_id: PackId
+    schedule: Schedule
+    fingerprint: Digest
+    dag: CapturedFile
+    manifest: CapturedFile
+    pack: CapturedFile
+    hook_order: tuple[HookId, ...] = Field(max_length=MAX_HOOKS)
+    hooks: tuple[CapturedHook, ...] = Field(max_length=MAX_HOOKS)
+    sql: tuple[SqlFileRef, ...] = Field(min_length=1, max_length=MAX_SQL_FILES)
+    runtime_command: tuple[CommandArg, ...] = Field(min_length=1, max_length=MAX_COMMAND_ARGS)
+    logical_writes: sorted_unique(RelationName, min_length=1, max_length=MAX_WRITES)
+    resources: PublicResources
+    connections: sorted_unique(ConnectionProjection, max_length=MAX_CONNECTIONS, key=lambda item: item.alias)
+    source_files: sorted_unique(CapturedFile, min_length=1, max_length=4 * MAX_SQL_FILES, key=lambda item: item.path)
+
+    @model_validator(mode="after")
+    def _hooks_follow_order(self) -> CapturedWorkload:
+        if tuple(hook.hook_id for hook in self.hooks) != self.hook_order:
+            raise ValueError("hooks must be listed in hook_order")
+        return self
+
+
+class SelectorMember(ContractModel):
+    selector: FlowSelector
+    dag_id: PackId
+    pack_id: PackId
+
+
+class OrdinaryCapture(ContractModel):
+    """Every ordinary workload of one source snapshot, verified against its committed pack."""
+
+    KIND = ORDINARY_CAPTURE_SCHEMA
+
+    schema_: Literal["dpone.ordinary-capture.v1"] = Field(default=ORDINARY_CAPTURE_SCHEMA, alias="schema")
+    source_snapshot_digest: Digest
+    flows_root: LogicalPath
+    resource_ceiling: ResourceCeiling
+    workloads: sorted_unique(CapturedWorkload, min_length=1, max_length=10_000, key=lambda item: item.pack_id)
+    selector_membership: sorted_unique(SelectorMember, min_length=1, max_length=10_000, key=lambda item: item.selector)
+
+    @model_validator(mode="after")
+    def _membership_matches_workloads(self) -> OrdinaryCapture:
+        by_workload = sorted((w.selector, w.dag_id, w.pack_id) for w in self.workloads)
+        by_membership = [(m.selector, m.dag_id, m.pack_id) for m in self.selector_membership]
+        if by_workload != by_membership:
+            raise ValueError("selector_membership must list exactly one entry per workload")
+        return self
+
+    @property
+    def pack_ids(self) -> tuple[str, ...]:
+        return tuple(workload.pack_id for workload in self.workloads)
+
+    @property
+    def logical_writes(self) -> dict[str, str]:
+        """Every relation an ordinary workload writes → the pack id writing it."""
+        return {relation: w.pack_id for w in self.workloads for relation in w.logical_writes}
+
+    def execution_subjects(self) -> tuple[dict[str, str | None], ...]:
+        """`{"workload", "kind", "hook_id"}` per runtime and pre-hook, sorted as grants sort them."""
+        subjects = []
+        for workload in self.workloads:
+            subjects.append({"workload": workload.pack_id, "kind": "runtime", "hook_id": None})
+            subjects.extend({"workload": workload.pack_id, "kind": "pre_hook", "hook_id": h} for h in workload.hook_order)
+        return tuple(sorted(subjects, key=lambda s: (s["workload"], s["kind"], s["hook_id"] or "")))
+
