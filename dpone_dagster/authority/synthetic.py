@@ -43,7 +43,7 @@ SYNTHETIC_ENVIRONMENT = "synthetic-dev"
 SYNTHETIC_COMMIT = "0123456789abcdef0123456789abcdef01234567"
 SYNTHETIC_EPOCH_START = datetime(2026, 1, 5, 9, 0, 0, tzinfo=UTC)
 SYNTHETIC_NATIVE = ("model.synthetic_shop.customers", "model.synthetic_shop.orders")
-SYNTHETIC_ORDINARY = ("flow.synthetic_transfer.daily",)
+SYNTHETIC_ORDINARY = ("synthetic_transfer",)
 
 
 class SyntheticSigner:
@@ -117,7 +117,7 @@ def synthetic_grant(policy: DevelopmentPolicy, **overrides: object) -> Developme
         "max_workloads": 10,
         "max_source_bytes": 10_000_000,
         "execution_subjects": [
-            ExecutionSubject(workload=SYNTHETIC_ORDINARY[0], kind="pre_hook", hook_id="create-staging"),
+            ExecutionSubject(workload=SYNTHETIC_ORDINARY[0], kind="pre_hook", hook_id="create_staging"),
             ExecutionSubject(workload=SYNTHETIC_ORDINARY[0], kind="runtime", hook_id=None),
         ],
     }

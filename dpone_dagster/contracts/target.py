@@ -27,9 +27,10 @@ class TargetConfiguration(ContractModel):
 
 
 class DeploymentProjection(ContractModel):
-    """What the integrity-checked deployment says about itself."""
+    """What the integrity-checked deployment says about itself, including the grant it was built under."""
 
     release_id: Digest
     deployment_id: Identifier
     environment: Name
     trust_tier: TrustTier
+    grant_digest: Digest

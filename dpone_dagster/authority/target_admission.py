@@ -1,0 +1,224 @@
+"""Target admission: issue operation receipts and re-check them right before each protected operation.
+
+    issuer = ReceiptIssuer(target=TargetConfiguration(...), verifier=<CurrentTargetVerifier>, clock=<Clock>)
+    receipt = issuer.issue_publication(authority_receipt, projection)      # or issue_materialization,
+                                                                           # issue_activation(..., purpose=)
+    issuer.require_current(receipt, PublicationReceipt,                    # immediately before the first
+                           release_id=..., deployment_id=...)              # external write / pointer change
+
+Environment and tier come only from the protected `TargetConfiguration` and the integrity-checked
+`DeploymentProjection`, and must agree with each other and with the verified authority. Before
+issuing, and again in every `require_current`, the `CurrentTargetVerifier` reopens the live policy
+digest and revocation epoch; any verifier failure, and any change of either value since the receipt
+was issued, is the single stable `authority.activation_authority` error (its `reason` says which).
+
+The one thing a reader could get wrong: once a protected operation has *prepared* (written a staging
+object, prepared a coordinator), call `require_current(..., after_preparation=True)`; every refusal
+then becomes `authority.recovery_required`, because stopping there leaves state that must be
+recovered, not merely retried.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Literal, Protocol, TypeVar, runtime_checkable
+
+from dpone_dagster.authority.ports import Clock
+from dpone_dagster.contracts.base import ContractModel
+from dpone_dagster.contracts.bounds import Count, Digest, format_timestamp, parse_timestamp
+from dpone_dagster.contracts.coded import CodedError
+from dpone_dagster.contracts.receipts import (
+    OPERATION_RECEIPT_TYPES,
+    ActivationPurpose,
+    ActivationReceipt,
+    DevelopmentAuthorityReceipt,
+    MaterializationReceipt,
+    OperationReceipt,
+    PublicationReceipt,
+)
+from dpone_dagster.contracts.target import DeploymentProjection, TargetConfiguration
+
+DEFAULT_RECEIPT_LIFETIME = timedelta(hours=1)
+
+R = TypeVar("R", PublicationReceipt, MaterializationReceipt, ActivationReceipt)
+ActivationAuthorityReason = Literal["verifier_failed", "policy_changed", "epoch_changed"]
+
+
+class CurrentTarget(ContractModel):
+    """The live policy digest and revocation epoch of a target, as the verifier reopened them."""
+
+    policy_digest: Digest
+    revocation_epoch: Count
+
+
+@runtime_checkable
+class CurrentTargetVerifier(Protocol):
+    def current(self, target: TargetConfiguration) -> CurrentTarget:
+        """Reopen the target's protected policy digest and current revocation epoch, now."""
+        ...
+
+
+class AdmissionError(CodedError):
+    """An operation receipt is missing, of the wrong kind, or bound to something else."""
+
+    codes = {
+        "admission.receipt_missing": "No operation receipt was supplied; protected operations never run without one.",
+        "admission.receipt_unknown": "The object supplied is not a publication, materialization or activation receipt.",
+        "admission.receipt_kind_mismatch": "A receipt for a different operation was supplied (receipts are not interchangeable); issue the receipt for this operation.",
+        "admission.binding_mismatch": "The receipt, deployment projection, target configuration and authority disagree on release, deployment, environment, grant or purpose.",
+        "admission.policy_mismatch": "The authority or receipt was verified under a policy other than the one pinned for this target.",
+        "admission.production_tier": "The target or deployment is production tier; development authority never admits production.",
+        "admission.expired": "The receipt or the grant behind it has expired; verify the grant again and issue a new receipt.",
+        "admission.not_yet_valid": "The grant behind the authority is not valid yet.",
+    }
+
+
+class ActivationAuthorityError(CodedError):
+    """The live target could not be confirmed to match the receipt (sanitized; `reason` says why)."""
+
+    codes = {
+        "authority.activation_authority": "The current-target check failed: the verifier could not be reached, or the target's policy digest or revocation epoch changed since the receipt was issued. Nothing was changed; re-verify the grant and issue a new receipt.",
+    }
+
+    def __init__(self, reason: ActivationAuthorityReason, message: str) -> None:
+        super().__init__("authority.activation_authority", message)
+        self.reason = reason
+
+
+class RecoveryRequiredError(CodedError):
+    """Admission failed after the operation had prepared state; the operation must be recovered."""
+
+    codes = {
+        "authority.recovery_required": "Target admission failed after the operation prepared state. Do not retry blindly: run the recovery for this operation (it requires a fresh activation receipt).",
+    }
+
+    def __init__(self, cause: CodedError) -> None:
+        super().__init__("authority.recovery_required", f"admission failed after preparation ({cause.code}); recovery is required")
+        self.cause_code = cause.code
+
+
+class ReceiptIssuer:
+    """Issues and re-checks operation receipts for one protected target."""
+
+    def __init__(
+        self,
+        target: TargetConfiguration,
+        verifier: CurrentTargetVerifier,
+        clock: Clock,
+        receipt_lifetime: timedelta = DEFAULT_RECEIPT_LIFETIME,
+    ) -> None:
+        if receipt_lifetime <= timedelta(0):
+            raise ValueError("receipt_lifetime must be positive")
+        self.target = target
+        self._verifier = verifier
+        self._clock = clock
+        self._lifetime = receipt_lifetime
+
+    def issue_publication(self, authority: DevelopmentAuthorityReceipt, projection: DeploymentProjection) -> PublicationReceipt:
+        return self._issue(PublicationReceipt, authority, projection)
+
+    def issue_materialization(self, authority: DevelopmentAuthorityReceipt, projection: DeploymentProjection) -> MaterializationReceipt:
+        return self._issue(MaterializationReceipt, authority, projection)
+
+    def issue_activation(
+        self, authority: DevelopmentAuthorityReceipt, projection: DeploymentProjection, *, purpose: ActivationPurpose
+    ) -> ActivationReceipt:
+        return self._issue(ActivationReceipt, authority, projection, purpose=purpose)
+
+    def require_current(
+        self,
+        receipt: OperationReceipt | None,
+        kind: type[R],
+        *,
+        release_id: str,
+        deployment_id: str,
+        purpose: ActivationPurpose | None = None,
+        after_preparation: bool = False,
+    ) -> R:
+        """Return `receipt` if it still admits `kind` for this release and deployment on the live target."""
+        try:
+            return self._require_current(receipt, kind, release_id, deployment_id, purpose)
+        except (AdmissionError, ActivationAuthorityError) as error:
+            if after_preparation:
+                raise RecoveryRequiredError(error) from None
+            raise
+
+    def _issue(self, kind: type[R], authority: DevelopmentAuthorityReceipt, projection: DeploymentProjection, **extra: str) -> R:
+        self._require_non_production(projection.trust_tier)
+        if not (projection.environment == self.target.environment == authority.environment):
+            raise AdmissionError("admission.binding_mismatch", "target, deployment and grant name different environments")
+        if projection.grant_digest != authority.grant_digest:
+            raise AdmissionError("admission.binding_mismatch", "the deployment was built under a different grant")
+        if authority.policy_digest != self.target.policy_digest:
+            raise AdmissionError("admission.policy_mismatch", "the grant was verified under a policy not pinned for this target")
+        now = self._now()
+        if now < parse_timestamp(authority.not_before):
+            raise AdmissionError("admission.not_yet_valid", f"the grant is not valid before {authority.not_before}")
+        grant_expiry = parse_timestamp(authority.expires_at)
+        if now >= grant_expiry:
+            raise AdmissionError("admission.expired", f"the grant expired at {authority.expires_at}")
+        self._require_live(authority.revocation_epoch)
+        return kind(
+            release_id=projection.release_id,
+            deployment_id=projection.deployment_id,
+            target_environment=self.target.environment,
+            trust_tier="non_production",
+            target_policy_digest=self.target.policy_digest,
+            grant_digest=authority.grant_digest,
+            revocation_epoch=authority.revocation_epoch,
+            verified_at=format_timestamp(now),
+            expires_at=format_timestamp(min(grant_expiry, now + self._lifetime)),
+            **extra,
+        )
+
+    def _require_current(
+        self, receipt: object, kind: type[R], release_id: str, deployment_id: str, purpose: ActivationPurpose | None
+    ) -> R:
+        if receipt is None:
+            raise AdmissionError("admission.receipt_missing", f"no receipt supplied for {kind.OPERATION}")
+        if type(receipt) not in OPERATION_RECEIPT_TYPES:
+            raise AdmissionError("admission.receipt_unknown", "the supplied object is not an operation receipt")
+        if kind not in OPERATION_RECEIPT_TYPES:
+            raise AdmissionError("admission.receipt_unknown", "the required receipt kind is not an operation receipt kind")
+        if type(receipt) is not kind:
+            raise AdmissionError(
+                "admission.receipt_kind_mismatch",
+                f"a {type(receipt).OPERATION} receipt cannot admit {kind.OPERATION}",  # type: ignore[attr-defined]
+            )
+        assert isinstance(receipt, kind)
+        self._require_non_production(receipt.trust_tier)
+        if receipt.release_id != release_id or receipt.deployment_id != deployment_id:
+            raise AdmissionError("admission.binding_mismatch", "the receipt was issued for a different release or deployment")
+        if receipt.target_environment != self.target.environment:
+            raise AdmissionError("admission.binding_mismatch", "the receipt was issued for a different target environment")
+        if isinstance(receipt, ActivationReceipt) and purpose is not None and receipt.purpose != purpose:
+            raise AdmissionError("admission.binding_mismatch", f"the receipt admits {receipt.purpose}, not {purpose}")
+        if receipt.target_policy_digest != self.target.policy_digest:
+            raise AdmissionError("admission.policy_mismatch", "the receipt was issued under a policy no longer pinned for this target")
+        if self._now() >= parse_timestamp(receipt.expires_at):
+            raise AdmissionError("admission.expired", f"the receipt expired at {receipt.expires_at}")
+        self._require_live(receipt.revocation_epoch)
+        return receipt
+
+    def _require_non_production(self, deployment_tier: str) -> None:
+        if self.target.trust_tier != "non_production" or deployment_tier != "non_production":
+            raise AdmissionError("admission.production_tier", "development authority never admits a production-tier target")
+
+    def _require_live(self, revocation_epoch: int) -> None:
+        try:
+            live = self._verifier.current(self.target)
+        except Exception:
+            raise ActivationAuthorityError("verifier_failed", "the current-target verifier failed") from None
+        if not isinstance(live, CurrentTarget):
+            raise ActivationAuthorityError("verifier_failed", "the current-target verifier returned an invalid answer")
+        if live.policy_digest != self.target.policy_digest:
+            raise ActivationAuthorityError("policy_changed", "the target's pinned policy changed since verification")
+        if live.revocation_epoch != revocation_epoch:
+            raise ActivationAuthorityError("epoch_changed", "the target's revocation epoch changed since verification")
+
+    def _now(self) -> datetime:
+        try:
+            moment = self._clock.now()
+            return parse_timestamp(format_timestamp(moment))
+        except Exception:
+            raise ActivationAuthorityError("verifier_failed", "the admission clock failed") from None
