@@ -1,0 +1,300 @@
+"""Render the Dagster UI into `docs/images/*.png` (`make screenshots`), and run a live webserver.
+
+The screenshots come from the real thing: a `dagster-webserver` on 127.0.0.1 over the project's
+`workspace.yaml`, a throwaway DAGSTER_HOME and a throwaway dpone state directory, the release job
+launched through GraphQL so the lineage shows materialized assets, then headless Debian `chromium`
+driven by Playwright (the system executable; Playwright never downloads a browser here).
+
+`DagsterWebserver` / `running_webserver` are also the end-to-end test harness (`tests/ui/`), so the
+tests and the images exercise the same server the same way.
+
+What a reader could get wrong: the instance written here uses the *default* run coordinator, which
+launches runs immediately without a daemon. `make dev` runs `dagster dev`, whose daemon also
+ticks sensors; the harness never starts a daemon, so sensors are evaluated with `sensorDryRun`,
+exactly what the UI's "Test sensor" button does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+IMAGES_DIR = REPO_ROOT / "docs" / "images"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+)
+RELEASE_LOCATION = "dpone_dagster"
+RELEASE_JOB = "release_job"
+FINISHED = {"SUCCESS", "FAILURE", "CANCELED"}
+
+_INSTANCE_YAML = """\
+telemetry:
+  enabled: false
+run_coordinator:
+  module: dagster._core.run_coordinator.default_run_coordinator
+  class: DefaultRunCoordinator
+"""
+
+_WORKSPACE_STATUS = """
+{ workspaceOrError { __typename
+    ... on Workspace { locationEntries { name loadStatus
+        locationOrLoadError { __typename ... on PythonError { message } } } }
+    ... on PythonError { message } } }
+"""
+
+_LAUNCH_RUN = """
+mutation($params: ExecutionParams!) { launchRun(executionParams: $params) { __typename
+    ... on LaunchRunSuccess { run { runId } }
+    ... on PythonError { message }
+    ... on RunConfigValidationInvalid { errors { message } }
+    ... on InvalidSubsetError { message }
+    ... on PipelineNotFoundError { message } } }
+"""
+
+_RUN_STATUS = """
+query($runId: ID!) { runOrError(runId: $runId) { __typename ... on Run { status } } }
+"""
+
+
+class WebserverError(RuntimeError):
+    """The webserver did not start, a location failed to load, or a GraphQL call failed."""
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class DagsterWebserver:
+    """A running `dagster-webserver` and a minimal GraphQL client for it (127.0.0.1 only)."""
+
+    base_url: str
+    process: subprocess.Popen
+    log_path: Path
+    locations: tuple[str, ...] = field(default=())
+
+    def graphql(self, query: str, variables: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        body = json.dumps({"query": query, "variables": dict(variables or {})}).encode()
+        request = urllib.request.Request(
+            self.base_url + "/graphql",
+            data=body,
+            headers={"content-type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=120) as response:
+            payload = json.loads(response.read())
+        if payload.get("errors"):
+            raise WebserverError(f"GraphQL errors: {payload['errors']}")
+        return payload["data"]
+
+    def location_statuses(self) -> dict[str, dict[str, Any]]:
+        data = self.graphql(_WORKSPACE_STATUS)["workspaceOrError"]
+        if data["__typename"] != "Workspace":
+            raise WebserverError(f"workspace failed: {data.get('message')}")
+        return {entry["name"]: entry for entry in data["locationEntries"]}
+
+    def wait_until_loaded(self, timeout: float = 180.0) -> dict[str, dict[str, Any]]:
+        """Wait until no code location is still loading; return every location's status."""
+        deadline = time.monotonic() + timeout
+        while True:
+            statuses = self.location_statuses()
+            if statuses and all(s["loadStatus"] == "LOADED" for s in statuses.values()):
+                return statuses
+            if time.monotonic() > deadline:
+                raise WebserverError(f"code locations still loading after {timeout}s: {statuses}")
+            time.sleep(0.5)
+
+    def launch_job(
+        self,
+        location: str,
+        job: str,
+        *,
+        run_config: Mapping[str, Any] | None = None,
+        repository: str = "__repository__",
+    ) -> str:
+        params = {
+            "selector": {
+                "repositoryLocationName": location,
+                "repositoryName": repository,
+                "jobName": job,
+            },
+            "runConfigData": dict(run_config or {}),
+        }
+        result = self.graphql(_LAUNCH_RUN, {"params": params})["launchRun"]
+        if result["__typename"] != "LaunchRunSuccess":
+            raise WebserverError(f"launching {job} failed: {result}")
+        return result["run"]["runId"]
+
+    def wait_for_run(self, run_id: str, timeout: float = 300.0) -> str:
+        """Poll until the run finishes; return its final status (SUCCESS, FAILURE, CANCELED)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            run = self.graphql(_RUN_STATUS, {"runId": run_id})["runOrError"]
+            if run["__typename"] != "Run":
+                raise WebserverError(f"run {run_id} is not readable: {run['__typename']}")
+            if run["status"] in FINISHED:
+                return run["status"]
+            if time.monotonic() > deadline:
+                raise WebserverError(f"run {run_id} still {run['status']} after {timeout}s")
+            time.sleep(0.5)
+
+    def log_tail(self, lines: int = 40) -> str:
+        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
+
+
+def write_instance(dagster_home: Path) -> None:
+    dagster_home.mkdir(parents=True, exist_ok=True)
+    (dagster_home / "dagster.yaml").write_text(_INSTANCE_YAML)
+
+
+def _stop(process: subprocess.Popen) -> None:
+    if process.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def running_webserver(
+    workspace_file: Path,
+    *,
+    dagster_home: Path,
+    env: Mapping[str, str] | None = None,
+    startup_timeout: float = 180.0,
+) -> Iterator[DagsterWebserver]:
+    """Start `dagster-webserver` on a free 127.0.0.1 port and wait until every location loaded.
+
+    The server runs in its own process group (it spawns one code server per location); leaving the
+    block stops that group, and only that group.
+    """
+    write_instance(dagster_home)
+    port = free_port()
+    log_path = dagster_home / "webserver.log"
+    child_env = {**os.environ, **dict(env or {}), "DAGSTER_HOME": str(dagster_home)}
+    command = [
+        sys.executable, "-m", "dagster_webserver",
+        "-h", "127.0.0.1", "-p", str(port), "-w", str(workspace_file),
+    ]
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(
+            command,
+            cwd=REPO_ROOT,
+            env=child_env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    server = DagsterWebserver(base_url=f"http://127.0.0.1:{port}", process=process, log_path=log_path)
+    try:
+        _wait_for_http(server, startup_timeout)
+        server.locations = tuple(server.wait_until_loaded(startup_timeout))
+        yield server
+    finally:
+        _stop(process)
+
+
+def _wait_for_http(server: DagsterWebserver, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        if server.process.poll() is not None:
+            raise WebserverError(f"dagster-webserver exited early:\n{server.log_tail()}")
+        try:
+            with urllib.request.urlopen(server.base_url + "/server_info", timeout=5):
+                return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            if time.monotonic() > deadline:
+                raise WebserverError(f"dagster-webserver did not answer:\n{server.log_tail()}") from None
+            time.sleep(0.3)
+
+
+@dataclass(frozen=True)
+class Page:
+    """One screenshot: the UI path to open and the file name it is written to."""
+
+    file_name: str
+    path: str
+    expand_groups: bool = False
+
+
+def _open_browser(playwright, profile_dir: Path):
+    return playwright.chromium.launch_persistent_context(
+        str(profile_dir),
+        executable_path=CHROMIUM,
+        args=list(CHROMIUM_FLAGS),
+        headless=True,
+        viewport={"width": 1600, "height": 1000},
+        device_scale_factor=1,
+    )
+
+
+def _dismiss_first_run_modal(page) -> None:
+    skip = page.get_by_role("button", name="Skip")
+    with contextlib.suppress(Exception):
+        skip.click(timeout=5000)
+
+
+def _expand_all_groups(page) -> None:
+    """Right-click the empty top-left corner of the graph canvas and pick "Expand all groups"."""
+    toolbar = page.get_by_role("button", name="Materialize all").first.bounding_box()
+    page.mouse.click(toolbar["x"] - 400, toolbar["y"] + 120, button="right")
+    item = page.get_by_role("menuitem").filter(has_text="Expand all groups")
+    if item.count():
+        item.first.click()
+    else:
+        page.keyboard.press("Escape")
+
+
+def capture(base_url: str, pages: list[Page], out_dir: Path) -> list[Path]:
+    """Open each page in headless Chromium and write a PNG per page into `out_dir`."""
+    from playwright.sync_api import sync_playwright
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    with tempfile.TemporaryDirectory(prefix="dpone-chromium-") as profile, sync_playwright() as playwright:
+        browser = _open_browser(playwright, Path(profile))
+        try:
+            page = browser.new_page()
+            page.goto(base_url + "/overview", wait_until="networkidle")
+            _dismiss_first_run_modal(page)
+            for spec in pages:
+                page.goto(base_url + spec.path, wait_until="networkidle")
+                page.wait_for_timeout(1500)
+                if spec.expand_groups:
+                    _expand_all_groups(page)
+                    page.wait_for_timeout(1500)
+                target = out_dir / spec.file_name
+                page.screenshot(path=str(target))
+                written.append(target)
+        finally:
+            browser.close()
+    return written
