@@ -1,0 +1,244 @@
+"""The one seam that turns (workspace, lake) into the DuckLake ATTACH statements a job runs.
+
+Every DuckLake access in the project — dbt (through the dbt-duckdb plugin), the `DuckLakeResource`,
+`dpone lake sql`, tests and benchmarks — gets its attach from `resolve()`. For the root workspace
+(`prod`) and for lakes a fork shares with its parent, that is the lake's own configuration. For an
+isolated fork it is the fork's own namespace (write redirect), its ancestors attached READ_ONLY, and
+defer views for every upstream table the fork has not materialized itself (see `fork_plan.py`).
+
+What a reader could get wrong: `alias` is not the lake name. DuckDB reserves `main` (the default
+lake's name) as a catalog alias, so every lake is attached as `lake_<name>` (`lake_main`), in the
+root and in every fork alike; user SQL and dbt address tables as `<alias>.<schema>.<table>`.
+`statements()` redacts credentials by default; only `apply()` (or `statements(redact=False)`)
+reads them, at that moment, from the referenced environment variables.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dpone_dagster.config import DponeConfig, LakeConfig, load_config
+from dpone_dagster.errors import LakeError
+from dpone_dagster.lake.attach import (
+    CatalogLocation,
+    absolute_data_path,
+    attach_statement,
+    catalog_location,
+    normalize_options,
+    storage_secret_statement,
+)
+from dpone_dagster.lake.naming import lake_alias
+from dpone_dagster.lake.sql import CredentialResolver, Statement, quote_ident
+from dpone_dagster.workspaces.ids import ROOT_WORKSPACE, check_workspace_id
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SCHEMA = "main"
+
+
+class InvalidTargetError(LakeError):
+    code = "lake.invalid_target"
+
+
+@dataclass(frozen=True, order=True)
+class TableName:
+    schema: str
+    table: str
+
+    @classmethod
+    def parse(cls, text: str) -> TableName:
+        parts = text.split(".")
+        if len(parts) == 1:
+            parts = [DEFAULT_SCHEMA, parts[0]]
+        if len(parts) != 2 or not all(parts):
+            raise InvalidTargetError(f"a target is `table` or `schema.table`, not {text!r}")
+        return cls(parts[0], parts[1])
+
+    def qualified(self, alias: str) -> str:
+        return f"{quote_ident(alias)}.{quote_ident(self.schema)}.{quote_ident(self.table)}"
+
+    def __str__(self) -> str:
+        return f"{self.schema}.{self.table}"
+
+
+@dataclass(frozen=True)
+class AncestorAttach:
+    """One READ_ONLY ancestor attach; `statements` are its storage secret (if any) and ATTACH."""
+
+    workspace_id: str
+    alias: str
+    statements: tuple[Statement, ...]
+
+
+@dataclass(frozen=True)
+class DeferView:
+    """`CREATE VIEW IF NOT EXISTS <alias>.<name> AS SELECT * FROM <owner_alias>.<source>`."""
+
+    name: TableName
+    owner_workspace: str
+    owner_alias: str
+    source: TableName
+
+
+@dataclass(frozen=True)
+class ResolvedLake:
+    """How one workspace attaches one lake. Holds no credential, only references to them."""
+
+    alias: str
+    workspace_id: str
+    lake: str
+    fork_mode: bool
+    namespace: str
+    data_path: str
+    catalog: CatalogLocation
+    setup: tuple[Statement, ...]
+    target: Statement
+    transition: tuple[TableName, ...] = ()
+    ancestors: tuple[AncestorAttach, ...] = ()
+    views: tuple[DeferView, ...] = ()
+    warnings: tuple[str, ...] = ()
+    targets: tuple[TableName, ...] = field(default=())
+
+    def _drop_statements(self) -> list[Statement]:
+        return [Statement.of(f"DROP VIEW {name.qualified(self.alias)}") for name in self.transition]
+
+    def _view_statements(self, views: Sequence[DeferView]) -> list[Statement]:
+        if not views:
+            return []
+        schemas = sorted({view.name.schema for view in views} - {DEFAULT_SCHEMA})
+        body = [
+            Statement.of(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(self.alias)}.{quote_ident(s)}")
+            for s in schemas
+        ] + [
+            Statement.of(
+                f"CREATE VIEW IF NOT EXISTS {view.name.qualified(self.alias)} AS "
+                f"SELECT * FROM {view.source.qualified(view.owner_alias)}"
+            )
+            for view in views
+        ]
+        return [Statement.of("BEGIN TRANSACTION"), *body, Statement.of("COMMIT")]
+
+    def plan(self) -> list[Statement]:
+        ancestor_statements = [s for a in self.ancestors for s in a.statements]
+        return [
+            *self.setup,
+            self.target,
+            *self._drop_statements(),
+            *ancestor_statements,
+            *self._view_statements(self.views),
+        ]
+
+    def statements(
+        self, *, redact: bool = True, credentials: CredentialResolver | None = None
+    ) -> list[str]:
+        """The exact SQL `apply()` runs, in order; credentials shown as `'<redacted>'` by default."""
+        return [s.render(redact=redact, credentials=credentials) for s in self.plan()]
+
+    def apply(self, conn, *, credentials: CredentialResolver | None = None) -> list[str]:
+        """Run the plan on a `duck.connect()` connection. Returns the warnings it met.
+
+        An ancestor whose attach fails (unreachable catalog, locked DuckDB file) only loses its own
+        defer views, with a warning; the target attach and everything else must succeed.
+        """
+        warnings = list(self.warnings)
+        self._prepare_local_paths()
+        for statement in (*self.setup, self.target, *self._drop_statements()):
+            _run(conn, statement, credentials)
+        reachable: set[str] = set()
+        for ancestor in self.ancestors:
+            try:
+                for statement in ancestor.statements:
+                    _run(conn, statement, credentials)
+            except Exception as exc:
+                message = (
+                    f"ancestor {ancestor.workspace_id!r} of lake {self.lake!r} could not be attached "
+                    f"({type(exc).__name__}); its tables are not deferred in this run"
+                )
+                log.warning(message)
+                warnings.append(message)
+                continue
+            reachable.add(ancestor.alias)
+        views = [v for v in self.views if v.owner_alias in reachable]
+        statements = self._view_statements(views)
+        if statements:
+            try:
+                for statement in statements:
+                    _run(conn, statement, credentials)
+            except Exception:
+                conn.execute("ROLLBACK")
+                raise
+        return warnings
+
+    def _prepare_local_paths(self) -> None:
+        if self.catalog.kind in ("duckdb", "sqlite"):
+            Path(self.catalog.target).parent.mkdir(parents=True, exist_ok=True)
+        if "://" not in self.data_path:
+            Path(self.data_path).mkdir(parents=True, exist_ok=True)
+
+
+def _run(conn, statement: Statement, credentials: CredentialResolver | None) -> None:
+    sql = statement.render(redact=False, credentials=credentials)
+    try:
+        conn.execute(sql)
+    except Exception as exc:
+        if not statement.has_secret:
+            raise
+        raise LakeError(
+            f"a statement carrying credentials failed ({type(exc).__name__}): "
+            + statement.render(redact=True),
+            code="lake.attach_failed",
+        ) from None
+
+
+def parse_targets(targets: Sequence[str]) -> tuple[TableName, ...]:
+    if isinstance(targets, str):
+        raise InvalidTargetError("targets is a sequence of table names, not one string")
+    return tuple(sorted({TableName.parse(t) for t in targets}))
+
+
+def root_resolution(
+    workspace_id: str, settings: LakeConfig, config: DponeConfig, targets: tuple[TableName, ...]
+) -> ResolvedLake:
+    """A lake attached at its own configured location: the root workspace, or a shared fork lake."""
+    catalog = catalog_location(settings, config.project_root)
+    data_path = absolute_data_path(settings.data_path, config.project_root)
+    options = normalize_options(settings.attach_args)
+    if any(name in ("DATA_PATH", "OVERRIDE_DATA_PATH") for name, _ in options):
+        raise LakeError(
+            f"lake {settings.name!r} sets DATA_PATH in attach_args; use its data_path setting",
+            code="lake.reserved_option",
+        )
+    secret = storage_secret_statement(settings.storage, data_path)
+    return ResolvedLake(
+        alias=lake_alias(settings.name),
+        workspace_id=workspace_id,
+        lake=settings.name,
+        fork_mode=False,
+        namespace="",
+        data_path=data_path,
+        catalog=catalog,
+        setup=(secret,) if secret else (),
+        target=attach_statement(catalog, lake_alias(settings.name), (*options, ("DATA_PATH", data_path))),
+        targets=targets,
+    )
+
+
+def resolve(
+    workspace_id: str,
+    lake: str = "main",
+    *,
+    config: DponeConfig | None = None,
+    targets: Sequence[str] = (),
+) -> ResolvedLake:
+    """Resolve how `workspace_id` attaches `lake`; `targets` are the tables the job will write."""
+    config = config or load_config()
+    check_workspace_id(workspace_id)
+    wanted = parse_targets(targets)
+    if workspace_id == ROOT_WORKSPACE:
+        return root_resolution(workspace_id, config.lake(lake), config, wanted)
+    from dpone_dagster.lake.fork_plan import resolve_workspace_lake
+
+    return resolve_workspace_lake(workspace_id, lake, config, wanted)
