@@ -56,11 +56,15 @@ class ContractModel(BaseModel):
         """RFC 8785 bytes of this document, fields by wire alias."""
         return canonical_model_bytes(self)
 
-    def document_digest(self) -> str:
-        """Domain-separated identity of this document (`KIND` is the domain)."""
+    def identity_kind(self) -> str:
+        """The identity domain of this document: `KIND`, refined by profile where a schema has several."""
         if not self.KIND:
             raise TypeError(f"{type(self).__name__} is a component, not a document with an identity")
-        return digest(self.KIND, self)
+        return self.KIND
+
+    def document_digest(self) -> str:
+        """Domain-separated identity of this document."""
+        return digest(self.identity_kind(), self)
 
     @classmethod
     def from_value(cls, value: object) -> Self:
