@@ -1,0 +1,268 @@
+"""Target admission: receipts are bound, not interchangeable, re-checked live, and fail closed."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from dpone_dagster.authority.memory import FixedClock
+from dpone_dagster.authority.synthetic import SyntheticAuthority, synthetic_source
+from dpone_dagster.authority.target_admission import (
+    ActivationAuthorityError,
+    CurrentTarget,
+    ReceiptIssuer,
+    RecoveryRequiredError,
+)
+from dpone_dagster.authority.verification import verify_grant
+from dpone_dagster.contracts.identity import digest
+from dpone_dagster.contracts.receipts import (
+    ActivationReceipt,
+    DevelopmentAuthorityReceipt,
+    MaterializationReceipt,
+    PublicationReceipt,
+)
+from dpone_dagster.contracts.target import DeploymentProjection, TargetConfiguration
+from dpone_dagster.errors import DponeError
+
+RELEASE_ID = digest("dpone.release-set.v3.development_workspace_delivery_v1", {"synthetic": "release"})
+DEPLOYMENT_ID = "synthetic-deployment-0001"
+
+
+class LiveTarget:
+    """A current-target verifier whose answers the test can change between operations."""
+
+    def __init__(self, policy_digest: str, epoch: int = 0) -> None:
+        self.policy_digest = policy_digest
+        self.epoch = epoch
+        self.fail = False
+        self.calls = 0
+
+    def current(self, target: TargetConfiguration) -> CurrentTarget:
+        self.calls += 1
+        if self.fail:
+            raise ConnectionError("postgresql://admin:secret@10.0.0.1/registry unreachable")
+        return CurrentTarget(policy_digest=self.policy_digest, revocation_epoch=self.epoch)
+
+
+@pytest.fixture
+def verified(authority: SyntheticAuthority) -> DevelopmentAuthorityReceipt:
+    grant_bytes, signatures = authority.signed()
+    return verify_grant(
+        grant_bytes, signatures, pinned_policy_digest=authority.policy_digest, source=synthetic_source(), ports=authority.ports
+    )
+
+
+@pytest.fixture
+def live(authority: SyntheticAuthority) -> LiveTarget:
+    return LiveTarget(authority.policy_digest)
+
+
+@pytest.fixture
+def issuer(authority: SyntheticAuthority, live: LiveTarget) -> ReceiptIssuer:
+    target = TargetConfiguration(environment="synthetic-dev", trust_tier="non_production", policy_digest=authority.policy_digest)
+    return ReceiptIssuer(target, live, authority.clock)
+
+
+def _projection(verified: DevelopmentAuthorityReceipt, **overrides) -> DeploymentProjection:
+    values = dict(
+        release_id=RELEASE_ID,
+        deployment_id=DEPLOYMENT_ID,
+        environment="synthetic-dev",
+        trust_tier="non_production",
+        grant_digest=verified.grant_digest,
+    )
+    values.update(overrides)
+    return DeploymentProjection(**values)
+
+
+def _require(issuer: ReceiptIssuer, receipt, kind, **kwargs):
+    kwargs.setdefault("release_id", RELEASE_ID)
+    kwargs.setdefault("deployment_id", DEPLOYMENT_ID)
+    return issuer.require_current(receipt, kind, **kwargs)
+
+
+def _code(call) -> DponeError:
+    with pytest.raises(DponeError) as caught:
+        call()
+    return caught.value
+
+
+def test_issued_receipts_bind_everything(issuer, verified, authority) -> None:
+    receipt = issuer.issue_publication(verified, _projection(verified))
+    assert receipt.release_id == RELEASE_ID and receipt.deployment_id == DEPLOYMENT_ID
+    assert receipt.target_environment == "synthetic-dev" and receipt.trust_tier == "non_production"
+    assert receipt.target_policy_digest == authority.policy_digest
+    assert receipt.grant_digest == verified.grant_digest
+    assert receipt.revocation_epoch == 0
+    assert receipt.verified_at == "2026-01-05T10:00:00Z"
+    assert receipt.expires_at == "2026-01-05T11:00:00Z"  # one-hour lifetime, before the grant's expiry
+    assert _require(issuer, receipt, PublicationReceipt) is receipt
+
+
+def test_receipt_expiry_never_outlives_the_grant(authority, verified, live) -> None:
+    target = TargetConfiguration(environment="synthetic-dev", trust_tier="non_production", policy_digest=authority.policy_digest)
+    late = ReceiptIssuer(target, live, FixedClock(authority.now + timedelta(hours=22, minutes=30)))
+    receipt = late.issue_materialization(verified, _projection(verified))
+    assert receipt.expires_at == verified.expires_at
+
+
+def test_the_three_kinds_are_not_interchangeable(issuer, verified) -> None:
+    projection = _projection(verified)
+    receipts = {
+        PublicationReceipt: issuer.issue_publication(verified, projection),
+        MaterializationReceipt: issuer.issue_materialization(verified, projection),
+        ActivationReceipt: issuer.issue_activation(verified, projection, purpose="activate"),
+    }
+    for held_kind, receipt in receipts.items():
+        for required_kind in receipts:
+            if held_kind is required_kind:
+                assert _require(issuer, receipt, required_kind) is receipt
+            else:
+                error = _code(lambda: _require(issuer, receipt, required_kind))
+                assert error.code == "admission.receipt_kind_mismatch"
+    digests = {receipt.document_digest() for receipt in receipts.values()}
+    assert len(digests) == 3
+
+
+def test_activation_purpose_is_bound(issuer, verified) -> None:
+    repair = issuer.issue_activation(verified, _projection(verified), purpose="audit_repair")
+    assert _require(issuer, repair, ActivationReceipt, purpose="audit_repair")
+    error = _code(lambda: _require(issuer, repair, ActivationReceipt, purpose="pointer_recovery"))
+    assert error.code == "admission.binding_mismatch"
+
+
+def test_missing_and_unknown_receipts(issuer, verified) -> None:
+    assert _code(lambda: _require(issuer, None, PublicationReceipt)).code == "admission.receipt_missing"
+    assert _code(lambda: _require(issuer, verified, PublicationReceipt)).code == "admission.receipt_unknown"
+    receipt = issuer.issue_publication(verified, _projection(verified))
+    assert _code(lambda: _require(issuer, receipt, DevelopmentAuthorityReceipt)).code == "admission.receipt_unknown"
+
+
+@pytest.mark.parametrize("field", ["release_id", "deployment_id"])
+def test_receipt_for_another_release_or_deployment_refused(issuer, verified, field) -> None:
+    receipt = issuer.issue_publication(verified, _projection(verified))
+    other = {"release_id": digest("dpone.x.v1", ["other"]), "deployment_id": "synthetic-deployment-0002"}[field]
+    assert _code(lambda: _require(issuer, receipt, PublicationReceipt, **{field: other})).code == "admission.binding_mismatch"
+
+
+@pytest.mark.parametrize(
+    "projection_override",
+    [{"environment": "synthetic-other"}, {"grant_digest": digest("dpone.development-authority.v1", {"x": 1})}],
+)
+def test_issue_refuses_mismatched_projection(issuer, verified, projection_override) -> None:
+    error = _code(lambda: issuer.issue_publication(verified, _projection(verified, **projection_override)))
+    assert error.code == "admission.binding_mismatch"
+
+
+def test_production_tier_refused_from_configuration_or_projection(authority, verified, live) -> None:
+    production = TargetConfiguration(environment="synthetic-dev", trust_tier="production", policy_digest=authority.policy_digest)
+    error = _code(lambda: ReceiptIssuer(production, live, authority.clock).issue_publication(verified, _projection(verified)))
+    assert error.code == "admission.production_tier"
+    nonprod = TargetConfiguration(environment="synthetic-dev", trust_tier="non_production", policy_digest=authority.policy_digest)
+    issuer = ReceiptIssuer(nonprod, live, authority.clock)
+    error = _code(lambda: issuer.issue_publication(verified, _projection(verified, trust_tier="production")))
+    assert error.code == "admission.production_tier"
+    receipt = issuer.issue_publication(verified, _projection(verified))
+    relabelled = ReceiptIssuer(production, live, authority.clock)
+    assert _code(lambda: _require(relabelled, receipt, PublicationReceipt)).code == "admission.production_tier"
+
+
+def test_authority_under_another_policy_refused(authority, verified, live) -> None:
+    other = digest("dpone.development-policy.v1", {"other": 1})
+    target = TargetConfiguration(environment="synthetic-dev", trust_tier="non_production", policy_digest=other)
+    issuer = ReceiptIssuer(target, LiveTarget(other), authority.clock)
+    assert _code(lambda: issuer.issue_publication(verified, _projection(verified))).code == "admission.policy_mismatch"
+
+
+def test_reuse_after_protected_policy_repin_refused(authority, verified, live, issuer) -> None:
+    receipt = issuer.issue_publication(verified, _projection(verified))
+    repinned_digest = digest("dpone.development-policy.v1", {"next": 1})
+    repinned = ReceiptIssuer(
+        TargetConfiguration(environment="synthetic-dev", trust_tier="non_production", policy_digest=repinned_digest),
+        LiveTarget(repinned_digest),
+        authority.clock,
+    )
+    assert _code(lambda: _require(repinned, receipt, PublicationReceipt)).code == "admission.policy_mismatch"
+
+
+def test_reuse_after_live_policy_change_refused(issuer, verified, live) -> None:
+    receipt = issuer.issue_publication(verified, _projection(verified))
+    live.policy_digest = digest("dpone.development-policy.v1", {"changed": 1})
+    error = _code(lambda: _require(issuer, receipt, PublicationReceipt))
+    assert error.code == "authority.activation_authority" and error.reason == "policy_changed"
+
+
+def test_reuse_after_epoch_change_refused(issuer, verified, live) -> None:
+    receipt = issuer.issue_materialization(verified, _projection(verified))
+    live.epoch = 1
+    error = _code(lambda: _require(issuer, receipt, MaterializationReceipt))
+    assert error.code == "authority.activation_authority" and error.reason == "epoch_changed"
+    assert _code(lambda: issuer.issue_materialization(verified, _projection(verified))).code == "authority.activation_authority"
+
+
+def test_verifier_failure_is_one_sanitized_error(issuer, verified, live) -> None:
+    receipt = issuer.issue_activation(verified, _projection(verified), purpose="pointer_recovery")
+    live.fail = True
+    error = _code(lambda: _require(issuer, receipt, ActivationReceipt))
+    assert isinstance(error, ActivationAuthorityError) and error.reason == "verifier_failed"
+    assert "secret" not in str(error) and "10.0.0.1" not in str(error)
+
+
+def test_verifier_with_a_wrong_answer_type_fails_closed(authority, verified) -> None:
+    class Sloppy:
+        def current(self, target):
+            return {"policy_digest": authority.policy_digest, "revocation_epoch": 0}
+
+    target = TargetConfiguration(environment="synthetic-dev", trust_tier="non_production", policy_digest=authority.policy_digest)
+    error = _code(lambda: ReceiptIssuer(target, Sloppy(), authority.clock).issue_publication(verified, _projection(verified)))
+    assert error.code == "authority.activation_authority"
+
+
+def test_the_verifier_is_consulted_before_every_operation(issuer, verified, live) -> None:
+    receipt = issuer.issue_publication(verified, _projection(verified))
+    before = live.calls
+    for _ in range(3):
+        _require(issuer, receipt, PublicationReceipt)
+    assert live.calls == before + 3
+
+
+def test_expired_receipt_and_expired_grant(authority, verified, live) -> None:
+    target = TargetConfiguration(environment="synthetic-dev", trust_tier="non_production", policy_digest=authority.policy_digest)
+    clock = FixedClock(authority.now)
+    issuer = ReceiptIssuer(target, live, clock)
+    receipt = issuer.issue_publication(verified, _projection(verified))
+    clock.moment = authority.now + timedelta(hours=1)
+    assert _code(lambda: _require(issuer, receipt, PublicationReceipt)).code == "admission.expired"
+    clock.moment = authority.now + timedelta(days=2)
+    assert _code(lambda: issuer.issue_publication(verified, _projection(verified))).code == "admission.expired"
+    clock.moment = authority.now - timedelta(days=1)
+    assert _code(lambda: issuer.issue_publication(verified, _projection(verified))).code == "admission.not_yet_valid"
+
+
+def test_broken_clock_is_activation_authority(authority, verified, live) -> None:
+    class BrokenClock:
+        def now(self):
+            raise OSError("clock device")
+
+    target = TargetConfiguration(environment="synthetic-dev", trust_tier="non_production", policy_digest=authority.policy_digest)
+    error = _code(lambda: ReceiptIssuer(target, live, BrokenClock()).issue_publication(verified, _projection(verified)))
+    assert error.code == "authority.activation_authority"
+
+
+def test_failure_after_preparation_requires_recovery(issuer, verified, live) -> None:
+    receipt = issuer.issue_activation(verified, _projection(verified), purpose="activate")
+    assert _require(issuer, receipt, ActivationReceipt, after_preparation=True) is receipt
+    live.epoch = 7
+    error = _code(lambda: _require(issuer, receipt, ActivationReceipt, after_preparation=True))
+    assert isinstance(error, RecoveryRequiredError)
+    assert error.code == "authority.recovery_required" and error.cause_code == "authority.activation_authority"
+    error = _code(lambda: _require(issuer, receipt, PublicationReceipt, after_preparation=True))
+    assert error.code == "authority.recovery_required" and error.cause_code == "admission.receipt_kind_mismatch"
+
+
+def test_receipt_round_trips_through_canonical_bytes(issuer, verified) -> None:
+    from dpone_dagster.contracts.dispatch import read_document
+
+    receipt = issuer.issue_activation(verified, _projection(verified), purpose="audit_repair")
+    assert read_document(receipt.canonical_bytes()) == receipt
