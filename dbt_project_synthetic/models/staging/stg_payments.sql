@@ -1,0 +1,8 @@
+select
+    cast(payment_id as bigint) as payment_id,
+    cast(order_id as bigint) as order_id,
+    payment_method,
+    payment_kind,
+    cast(amount_cents * 0.01 as decimal(18, 2)) as amount,
+    paid_at
+from {{ ref("raw_payments") }}
