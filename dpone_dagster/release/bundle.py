@@ -1,0 +1,235 @@
+"""The release bundle: the exact member files of one development release, and their full verification.
+
+Layout of a bundle (member path → bytes); every byte is bound, directly or through a digest, by
+the parent document, whose profile-refined digest is the release identity:
+
+- `release.json`: the `dpone.release-set.v3` parent (profile `development_workspace_delivery_v1`);
+- `native/<hex>.json`: a `dpone.dbt-release-set.development.v1` document, `<hex>` its constituent id;
+- `native/<hex>/<project>.selection.json`: the selection preimage of one project (its digest is that
+  project's `selection_fingerprint`): selected nodes with their compiled digests and logical writes;
+- `ordinary/<hex>.json`: one captured ordinary workload, `<hex>` its constituent id;
+- `sources/<hex>/<path>`: every exact source file (the parent's `source_sidecars`).
+
+`open_bundle` is the one "full sealed-projection and artifact-integrity validation": publication,
+registry reads, cache installation, activation (twice), recovery, repair and the CLI all call it.
+
+What a reader could get wrong: the release identity is `digest(parent.identity_kind(), parent)`; the
+kind includes the v3 profile, so `parent.document_digest()` (kind without profile) is *not* it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Annotated, Any
+
+from pydantic import StringConstraints
+
+from dpone_dagster.contracts.base import ContractModel, parse_document
+from dpone_dagster.contracts.bounds import Count, LogicalPath
+from dpone_dagster.contracts.canonical import CanonicalError, loads_canonical
+from dpone_dagster.contracts.coded import CodedError
+from dpone_dagster.contracts.dispatch import DispatchError, read_development_document
+from dpone_dagster.contracts.flows import CapturedWorkload
+from dpone_dagster.contracts.identity import digest
+from dpone_dagster.contracts.release_documents import DbtDevelopmentReleaseSet, DevelopmentReleaseSetV3
+from dpone_dagster.release.errors import IntegrityError
+
+PARENT_PATH = "release.json"
+ORDINARY_CONSTITUENT_KIND = "dpone.ordinary-constituent.v1"
+SELECTION_KIND = "dpone.dbt-selection.v1"
+
+Sha256Hex = Annotated[str, StringConstraints(strict=True, pattern=r"^[0-9a-f]{64}$", max_length=64)]
+
+
+class MemberDigest(ContractModel):
+    """One member of a stored release: path, plain SHA-256 of its bytes, size."""
+
+    path: LogicalPath
+    content_sha256: Sha256Hex
+    size: Count
+
+
+def content_sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def release_id_of(parent: DevelopmentReleaseSetV3) -> str:
+    return digest(parent.identity_kind(), parent)
+
+
+def ordinary_constituent_id(workload: CapturedWorkload) -> str:
+    return digest(ORDINARY_CONSTITUENT_KIND, workload)
+
+
+def native_path(constituent_id: str) -> str:
+    return f"native/{_hex(constituent_id)}.json"
+
+
+def selection_path(constituent_id: str, project_name: str) -> str:
+    return f"native/{_hex(constituent_id)}/{project_name}.selection.json"
+
+
+def ordinary_path(constituent_id: str) -> str:
+    return f"ordinary/{_hex(constituent_id)}.json"
+
+
+def sidecar_path(constituent_id: str, path: str) -> str:
+    return f"sources/{_hex(constituent_id)}/{path}"
+
+
+def _hex(constituent_id: str) -> str:
+    return constituent_id.removeprefix("sha256:")
+
+
+@dataclass(frozen=True)
+class ReleaseBundle:
+    """A verified development release: identity, parsed documents and every member's bytes."""
+
+    release_id: str
+    parent: DevelopmentReleaseSetV3
+    native: tuple[DbtDevelopmentReleaseSet, ...]
+    selections: Mapping[str, Mapping[str, Any]]
+    ordinary: tuple[CapturedWorkload, ...]
+    members: Mapping[str, bytes]
+
+    @property
+    def native_membership(self) -> tuple[str, ...]:
+        return tuple(sorted(uid for document in self.native for uid in document.native_membership))
+
+    @property
+    def ordinary_membership(self) -> tuple[str, ...]:
+        return tuple(sorted(item.pack_id for item in self.parent.ordinary_constituents))
+
+    @property
+    def workload_count(self) -> int:
+        return len(self.native_membership) + len(self.ordinary_membership)
+
+    @property
+    def source_bytes(self) -> int:
+        return sum(sidecar.size for sidecar in self.parent.source_sidecars)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(len(data) for data in self.members.values())
+
+    def member_digests(self) -> tuple[MemberDigest, ...]:
+        return tuple(
+            MemberDigest(path=path, content_sha256=content_sha256(data), size=len(data))
+            for path, data in sorted(self.members.items())
+        )
+
+
+def open_bundle(members: Mapping[str, bytes], *, expected_release_id: str | None = None) -> ReleaseBundle:
+    """Verify every byte of `members` against the parent and return the bundle; raise on any drift."""
+    members = dict(members)
+    parent_bytes = members.get(PARENT_PATH)
+    if parent_bytes is None:
+        raise IntegrityError("release.integrity_mismatch", "the release has no parent document")
+    parent = _read_parent(parent_bytes)
+    release_id = release_id_of(parent)
+    if expected_release_id is not None and release_id != expected_release_id:
+        raise IntegrityError("release.integrity_mismatch", "the parent document does not have the expected release identity")
+    expected_paths = {PARENT_PATH}
+    native = []
+    selections: dict[str, Mapping[str, Any]] = {}
+    for constituent in parent.native_constituents:
+        document = _native_document(members, constituent.constituent_id, parent)
+        if tuple(sorted(project.project_name for project in document.projects)) != tuple(constituent.project_names):
+            raise IntegrityError("release.integrity_mismatch", "a native constituent names other projects than its document")
+        expected_paths.add(native_path(constituent.constituent_id))
+        for project in document.projects:
+            path = selection_path(constituent.constituent_id, project.project_name)
+            expected_paths.add(path)
+            selections[project.project_name] = _selection(members, path, project)
+        native.append(document)
+    ordinary = []
+    for constituent in parent.ordinary_constituents:
+        path = ordinary_path(constituent.constituent_id)
+        expected_paths.add(path)
+        workload = _ordinary_workload(members, path, constituent)
+        ordinary.append(workload)
+    for sidecar in parent.source_sidecars:
+        path = sidecar_path(sidecar.constituent_id, sidecar.path)
+        expected_paths.add(path)
+        data = members.get(path)
+        if data is None or len(data) != sidecar.size or content_sha256(data) != sidecar.content_sha256:
+            raise IntegrityError("release.integrity_mismatch", f"source file {sidecar.path!r} is missing or altered")
+    extra = set(members) - expected_paths
+    if extra:
+        raise IntegrityError("release.integrity_mismatch", f"the release holds {len(extra)} member(s) its parent does not bind")
+    return ReleaseBundle(
+        release_id=release_id,
+        parent=parent,
+        native=tuple(native),
+        selections=MappingProxyType(selections),
+        ordinary=tuple(ordinary),
+        members=MappingProxyType(members),
+    )
+
+
+def _read_parent(data: bytes) -> DevelopmentReleaseSetV3:
+    try:
+        parent = read_development_document(data)
+    except DispatchError as error:
+        raise IntegrityError("release.not_development_family", f"the parent is not a development release ({error.code})") from None
+    except (CanonicalError, CodedError) as error:
+        raise IntegrityError("release.integrity_mismatch", f"the parent document is invalid ({error.code})") from None
+    if not isinstance(parent, DevelopmentReleaseSetV3):
+        raise IntegrityError("release.not_development_family", "the parent is a development document but not a release parent")
+    return parent
+
+
+def _native_document(members: Mapping[str, bytes], constituent_id: str, parent: DevelopmentReleaseSetV3) -> DbtDevelopmentReleaseSet:
+    data = members.get(native_path(constituent_id))
+    if data is None or _document_digest(DbtDevelopmentReleaseSet.KIND, data) != constituent_id:
+        raise IntegrityError("release.integrity_mismatch", "a native constituent document is missing or altered")
+    document = _parse(DbtDevelopmentReleaseSet, data)
+    bound = ("policy_digest", "grant_digest", "source_repository_digest", "source_commit", "source_snapshot_digest")
+    if any(getattr(document, field) != getattr(parent, field) for field in bound):
+        raise IntegrityError("release.integrity_mismatch", "a native constituent was built under other authority or source")
+    return document
+
+
+def _selection(members: Mapping[str, bytes], path: str, project) -> Mapping[str, Any]:
+    data = members.get(path)
+    if data is None or _document_digest(SELECTION_KIND, data) != project.selection_fingerprint:
+        raise IntegrityError("release.integrity_mismatch", f"the selection of project {project.project_name!r} is missing or altered")
+    value = loads_canonical(data)
+    nodes = {node["unique_id"] for node in value.get("nodes", [])} if isinstance(value, dict) else set()
+    if nodes != {node.unique_id for node in project.nodes}:
+        raise IntegrityError("release.integrity_mismatch", f"the selection of project {project.project_name!r} names other nodes")
+    return MappingProxyType(value)
+
+
+def _ordinary_workload(members: Mapping[str, bytes], path: str, constituent) -> CapturedWorkload:
+    data = members.get(path)
+    if data is None or _document_digest(ORDINARY_CONSTITUENT_KIND, data) != constituent.constituent_id:
+        raise IntegrityError("release.integrity_mismatch", f"ordinary constituent {constituent.pack_id!r} is missing or altered")
+    workload = _parse(CapturedWorkload, data)
+    if (
+        workload.pack_id != constituent.pack_id
+        or workload.selector != constituent.selector
+        or workload.dag_id != constituent.dag_id
+        or workload.fingerprint != constituent.fingerprint
+        or workload.dag.content_sha256 != constituent.dag_content_sha256
+        or tuple(workload.hook_order) != tuple(constituent.hook_ids)
+    ):
+        raise IntegrityError("release.integrity_mismatch", f"ordinary constituent {constituent.pack_id!r} disagrees with the parent")
+    return workload
+
+
+def _document_digest(kind: str, data: bytes) -> str | None:
+    try:
+        return digest(kind, data)
+    except (CanonicalError, CodedError):
+        return None
+
+
+def _parse(model: type[ContractModel], data: bytes):
+    try:
+        return parse_document(model, data)
+    except (CanonicalError, CodedError) as error:
+        raise IntegrityError("release.integrity_mismatch", f"a constituent document is invalid ({error.code})") from None

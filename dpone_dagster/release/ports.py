@@ -1,0 +1,49 @@
+"""Small ports the release services depend on; adapters implement them, tests inject fakes.
+
+What a reader could get wrong: `ObjectStore.put_if_absent` is the only write an adapter offers,
+and it must be atomic and no-clobber (a reader never sees half an object, and an existing key is
+never replaced). The registry's "commit object written last" guarantee rests on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Protocol, runtime_checkable
+
+
+@runtime_checkable
+class Clock(Protocol):
+    def now(self) -> datetime:
+        """The current time, timezone-aware UTC."""
+        ...
+
+
+class SystemClock:
+    """The wall clock. Only adapters and composition roots construct it."""
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+
+@runtime_checkable
+class ObjectStore(Protocol):
+    """A flat, immutable key → bytes store (a local directory or an S3 prefix)."""
+
+    def get(self, key: str) -> bytes | None:
+        """The object's bytes, or None when the key is absent."""
+        ...
+
+    def exists(self, key: str) -> bool: ...
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        """Atomically create `key`; False (and nothing written) when it already exists."""
+        ...
+
+    def keys(self, prefix: str = "") -> Iterator[str]:
+        """Every key under `prefix`, in lexicographic order."""
+        ...
+
+    def delete(self, key: str) -> None:
+        """Remove `key` if present (cleanup of unreferenced blobs only; never a commit)."""
+        ...
