@@ -121,7 +121,8 @@ def check_member_name(raw: str, *, is_dir: bool, limits: SourceLimits) -> str:
     """Validate a raw member name and return it as a clean relative POSIX path.
 
     A single leading `./` (tar's convention) and, for directories, trailing slashes are removed;
-    everything else that is not a plain relative path is refused.
+    the archive root itself (a directory named `.` or `./`) comes back as `""`. Everything else
+    that is not a plain relative path is refused.
     """
     if not isinstance(raw, str):
         raise fail("source.invalid_path", "a member name is not text")
@@ -129,6 +130,8 @@ def check_member_name(raw: str, *, is_dir: bool, limits: SourceLimits) -> str:
         raise fail("source.invalid_path", f"member name {shown(raw)} holds a NUL byte")
     if "\\" in raw:
         raise fail("source.invalid_path", f"member name {shown(raw)} holds a backslash")
+    if is_dir and raw in (".", "./"):
+        return ""
     name = raw[2:] if raw.startswith("./") and len(raw) > 2 else raw
     if is_dir:
         name = name.rstrip("/")

@@ -232,10 +232,12 @@ def _read_members(fmt, limits: SourceLimits, sink) -> tuple[SourceFile, ...]:
             if entry.kind == "special":
                 raise fail("source.special_member", f"member {shown(entry.raw_name)} is not a regular file or directory")
             path = check_member_name(entry.raw_name, is_dir=entry.kind == "dir", limits=limits)
-            registry.add(path, entry.kind)
             if entry.kind == "dir":
-                sink.directory(path)
+                if path:
+                    registry.add(path, "dir")
+                    sink.directory(path)
                 continue
+            registry.add(path, "file")
             if entry.declared_size > limits.max_file_bytes:
                 raise fail("source.file_too_large", f"member {shown(path)} exceeds {limits.max_file_bytes} bytes")
             if total + entry.declared_size > limits.max_total_bytes:
