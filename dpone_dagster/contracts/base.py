@@ -92,10 +92,11 @@ def contract_error(error: ValidationError) -> ContractError:
     details = error.errors(include_input=False, include_url=False, include_context=False)
     first = details[0] if details else {"type": "invalid", "loc": (), "msg": "invalid"}
     location = ".".join(str(part) for part in first["loc"]) or "<document>"
-    if any(item["type"] == "extra_forbidden" for item in details):
-        unknown = next(item for item in details if item["type"] == "extra_forbidden")
-        where = ".".join(str(part) for part in unknown["loc"])
-        return ContractError("contract.unknown_field", f"unknown field {where!r}")
-    if first["type"] == "literal_error" and first["loc"] and first["loc"][-1] in ("schema", "profile"):
-        return ContractError("contract.schema_mismatch", f"field {location!r}: {first['msg']}")
+    for item in details:
+        if item["type"] == "literal_error" and tuple(item["loc"]) in (("schema",), ("profile",)):
+            return ContractError("contract.schema_mismatch", f"field {item['loc'][0]!r}: {item['msg']}")
+    for item in details:
+        if item["type"] == "extra_forbidden":
+            where = ".".join(str(part) for part in item["loc"])
+            return ContractError("contract.unknown_field", f"unknown field {where!r}")
     return ContractError("contract.invalid", f"field {location!r}: {first['msg']} ({len(details)} problem(s))")

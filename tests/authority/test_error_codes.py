@@ -1,0 +1,242 @@
+"""Every code in the authority/contracts catalogue is reachable, and refusals carry no secrets."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from datetime import timedelta
+
+import pytest
+
+from dpone_dagster.authority.error_catalog import all_codes, owner_of
+from dpone_dagster.authority.memory import InMemoryPolicySource
+from dpone_dagster.authority.ports import AcceptedSequence, AuthorityPorts
+from dpone_dagster.authority.synthetic import SYNTHETIC_EPOCH_START, SyntheticAuthority, SyntheticSigner, synthetic_source
+from dpone_dagster.authority.target_admission import CurrentTarget, ReceiptIssuer
+from dpone_dagster.authority.verification import verify_grant, verify_policy
+from dpone_dagster.contracts import canonical
+from dpone_dagster.contracts.base import parse_document
+from dpone_dagster.contracts.bounds import format_timestamp
+from dpone_dagster.contracts.dispatch import read_document, read_production_document
+from dpone_dagster.contracts.grant import DetachedSignature, DevelopmentGrant
+from dpone_dagster.contracts.identity import digest, domain_prefix, require_digest
+from dpone_dagster.contracts.policy import repository_digest
+from dpone_dagster.contracts.receipts import ActivationReceipt, MaterializationReceipt, PublicationReceipt
+from dpone_dagster.contracts.target import DeploymentProjection, TargetConfiguration
+from dpone_dagster.errors import DponeError
+
+RELEASE = digest("dpone.example.v1", {"release": 1})
+
+
+def _verify(authority: SyntheticAuthority | None = None, grant: DevelopmentGrant | None = None, signers: int | None = None, **kwargs):
+    authority = authority or SyntheticAuthority()
+    grant_bytes, signatures = authority.signed(grant or authority.grant(), signers)
+    kwargs.setdefault("source", synthetic_source())
+    kwargs.setdefault("ports", authority.ports)
+    return verify_grant(grant_bytes, signatures, pinned_policy_digest=authority.policy_digest, **kwargs)
+
+
+def _grant(**overrides) -> Callable[[], object]:
+    def run():
+        authority = SyntheticAuthority()
+        return _verify(authority, authority.grant(**overrides))
+
+    return run
+
+
+def _resigned(mutate: Callable[[bytes], bytes]) -> Callable[[], object]:
+    def run():
+        authority = SyntheticAuthority()
+        data = mutate(authority.grant().canonical_bytes())
+        signatures = [signer.sign_bytes(data) for signer in authority.signers[:2]]
+        return verify_grant(data, signatures, pinned_policy_digest=authority.policy_digest, source=synthetic_source(), ports=authority.ports)
+
+    return run
+
+
+def _epoch_revoked():
+    authority = SyntheticAuthority()
+    authority.epochs.revoke()
+    return _verify(authority)
+
+
+def _rollback():
+    authority = SyntheticAuthority()
+    _verify(authority, authority.grant(sequence=3))
+    return _verify(authority, authority.grant(sequence=2))
+
+
+def _sequence_conflict():
+    authority = SyntheticAuthority()
+    _verify(authority, authority.grant(sequence=3))
+    return _verify(authority, authority.grant(sequence=3, max_workloads=5))
+
+
+def _policy_digest_mismatch():
+    authority = SyntheticAuthority()
+    return verify_policy(authority.policy.canonical_bytes(), digest("dpone.development-policy.v1", {"x": 1}))
+
+
+def _unknown_signer():
+    authority = SyntheticAuthority()
+    grant_bytes, signatures = authority.signed()
+    extra = SyntheticSigner("stranger").sign_bytes(grant_bytes)
+    return verify_grant(grant_bytes, [*signatures.signatures, extra], pinned_policy_digest=authority.policy_digest, source=synthetic_source(), ports=authority.ports)
+
+
+def _signature_invalid():
+    authority = SyntheticAuthority()
+    grant_bytes, signatures = authority.signed()
+    bad = DetachedSignature(key_id=signatures.signatures[0].key_id, signature="0" * 128)
+    return verify_grant(grant_bytes, [bad], pinned_policy_digest=authority.policy_digest, source=synthetic_source(), ports=authority.ports)
+
+
+def _unavailable():
+    authority = SyntheticAuthority()
+    ports = AuthorityPorts(authority.clock, InMemoryPolicySource({}), authority.epochs, authority.sequences, authority.ports.signatures)
+    return _verify(authority, ports=ports)
+
+
+class _Live:
+    def __init__(self, policy_digest: str, epoch: int = 0) -> None:
+        self.answer = CurrentTarget(policy_digest=policy_digest, revocation_epoch=epoch)
+
+    def current(self, target):
+        return self.answer
+
+
+def _admission(tier="non_production", *, epoch=0, pinned=None, clock_shift=timedelta(0), projection=None):
+    authority = SyntheticAuthority()
+    verified = _verify(authority)
+    target = TargetConfiguration(environment="synthetic-dev", trust_tier=tier, policy_digest=pinned or authority.policy_digest)
+    clock = type(authority.clock)(authority.now + clock_shift)
+    issuer = ReceiptIssuer(target, _Live(pinned or authority.policy_digest, epoch), clock)
+    projection = projection or DeploymentProjection(
+        release_id=RELEASE, deployment_id="synthetic-dep", environment="synthetic-dev", trust_tier="non_production", grant_digest=verified.grant_digest
+    )
+    return issuer, verified, projection
+
+
+def _issue(**kwargs):
+    issuer, verified, projection = _admission(**kwargs)
+    return issuer.issue_publication(verified, projection)
+
+
+def _require(kind, *, receipt_kind="publication", after_preparation=False, **kwargs):
+    def run():
+        issuer, verified, projection = _admission()
+        receipt = {
+            "publication": lambda: issuer.issue_publication(verified, projection),
+            "activation": lambda: issuer.issue_activation(verified, projection, purpose="activate"),
+            "none": lambda: None,
+        }[receipt_kind]()
+        kwargs.setdefault("release_id", RELEASE)
+        kwargs.setdefault("deployment_id", "synthetic-dep")
+        return issuer.require_current(receipt, kind, after_preparation=after_preparation, **kwargs)
+
+    return run
+
+
+def _activation_authority():
+    issuer, verified, projection = _admission()
+    receipt = issuer.issue_materialization(verified, projection)
+    issuer._verifier.answer = CurrentTarget(policy_digest=issuer.target.policy_digest, revocation_epoch=4)  # type: ignore[attr-defined]
+    return issuer.require_current(receipt, MaterializationReceipt, release_id=RELEASE, deployment_id="synthetic-dep")
+
+
+def _binding_mismatch():
+    issuer, verified, projection = _admission()
+    return issuer.issue_publication(verified, projection.model_copy(update={"environment": "synthetic-other"}))
+
+
+def _not_yet_valid():
+    return _issue(clock_shift=-timedelta(days=1))
+
+
+def _expired():
+    return _issue(clock_shift=timedelta(days=2))
+
+
+def _policy_mismatch():
+    return _issue(pinned=digest("dpone.development-policy.v1", {"other": 1}))
+
+
+DEV_VECTOR = b'{"schema":"dpone.development-policy.v1"}'
+
+SCENARIOS: dict[str, Callable[[], object]] = {
+    "canonical.invalid_utf8": lambda: canonical.loads(b'"\xc3"'),
+    "canonical.bom": lambda: canonical.loads(b"\xef\xbb\xbf[]"),
+    "canonical.too_large": lambda: canonical.loads(b"[" + b"0," * canonical.MAX_DOCUMENT_BYTES + b"0]"),
+    "canonical.too_deep": lambda: canonical.loads(b"[" * 40 + b"]" * 40),
+    "canonical.invalid_json": lambda: canonical.loads(b"{,}"),
+    "canonical.duplicate_key": lambda: canonical.loads(b'{"k":1,"k":1}'),
+    "canonical.non_finite_number": lambda: canonical.loads(b"[NaN]"),
+    "canonical.number_out_of_range": lambda: canonical.dumps(2**60),
+    "canonical.invalid_string": lambda: canonical.dumps("\ud800"),
+    "canonical.unsupported_type": lambda: canonical.dumps({1, 2}),
+    "canonical.non_canonical": lambda: canonical.loads_canonical(b'{ "a":1}'),
+    "identity.invalid_kind": lambda: domain_prefix("Not A Kind"),
+    "identity.invalid_digest": lambda: require_digest("md5:abc"),
+    "contract.unknown_field": lambda: DevelopmentGrant.from_value({"schema": "dpone.development-authority.v1", "surprise": 1}),
+    "contract.schema_mismatch": lambda: parse_document(DevelopmentGrant, SyntheticAuthority().policy.canonical_bytes()),
+    "contract.invalid": _grant(max_workloads=10_001),
+    "dispatch.unknown_document": lambda: read_document(b'{"schema":"dpone.unknown.v1"}'),
+    "dispatch.family_refused": lambda: read_production_document(SyntheticAuthority().policy.canonical_bytes()),
+    "authority.policy_digest_mismatch": _policy_digest_mismatch,
+    "authority.grant_policy_mismatch": _grant(policy_digest=digest("dpone.development-policy.v1", {"x": 2})),
+    "authority.unknown_signer": _unknown_signer,
+    "authority.signature_invalid": _signature_invalid,
+    "authority.threshold_not_met": lambda: _verify(signers=1),
+    "authority.environment_not_allowed": _grant(environment="synthetic-elsewhere"),
+    "authority.window_too_long": _grant(expires_at=format_timestamp(SYNTHETIC_EPOCH_START + timedelta(days=8))),
+    "authority.not_yet_valid": _grant(not_before=format_timestamp(SYNTHETIC_EPOCH_START + timedelta(hours=2))),
+    "authority.expired": _grant(
+        not_before=format_timestamp(SYNTHETIC_EPOCH_START - timedelta(hours=1)),
+        expires_at=format_timestamp(SYNTHETIC_EPOCH_START + timedelta(minutes=30)),
+    ),
+    "authority.revoked": _epoch_revoked,
+    "authority.epoch_mismatch": _grant(revocation_epoch=1),
+    "authority.rollback": _rollback,
+    "authority.sequence_conflict": _sequence_conflict,
+    "authority.source_mismatch": _grant(source_repository_digest=repository_digest("example.invalid/other")),
+    "authority.membership_mismatch": lambda: _verify(source=synthetic_source(ordinary_membership=[])),
+    "authority.budget_exceeded": lambda: _verify(source=synthetic_source(source_bytes=10**12)),
+    "authority.unavailable": _unavailable,
+    "admission.receipt_missing": _require(PublicationReceipt, receipt_kind="none"),
+    "admission.receipt_unknown": _require(DeploymentProjection),  # type: ignore[arg-type]
+    "admission.receipt_kind_mismatch": _require(ActivationReceipt),
+    "admission.binding_mismatch": _binding_mismatch,
+    "admission.policy_mismatch": _policy_mismatch,
+    "admission.production_tier": lambda: _issue(tier="production"),
+    "admission.expired": _expired,
+    "admission.not_yet_valid": _not_yet_valid,
+    "authority.activation_authority": _activation_authority,
+    "authority.recovery_required": _require(ActivationReceipt, receipt_kind="activation", after_preparation=True, purpose="audit_repair"),
+}
+
+
+def test_every_catalogued_code_has_a_scenario() -> None:
+    assert sorted(SCENARIOS) == sorted(all_codes())
+
+
+@pytest.mark.parametrize("code", sorted(all_codes()))
+def test_code_is_reachable(code: str) -> None:
+    with pytest.raises(DponeError) as caught:
+        SCENARIOS[code]()
+    assert caught.value.code == code
+    assert isinstance(caught.value, owner_of(code))
+
+
+@pytest.mark.parametrize("code", sorted(all_codes()))
+def test_catalogue_entries_are_well_formed(code: str) -> None:
+    assert re.fullmatch(r"[a-z]+(\.[a-z0-9_]+)+", code)
+    assert len(all_codes()[code]) > 20
+
+
+@pytest.mark.parametrize("code", sorted(all_codes()))
+def test_messages_carry_no_secret_path_or_sql(code: str) -> None:
+    with pytest.raises(DponeError) as caught:
+        SCENARIOS[code]()
+    text = str(caught.value).lower()
+    for forbidden in ("/home/", "/tmp/", "/work/", "password", "secret", "select ", "insert ", "begin private key"):
+        assert forbidden not in text
