@@ -83,6 +83,6 @@ def sorted_unique(item: Any, *, max_length: int = MAX_LIST, min_length: int = 0,
     """A tuple field of `item` that must arrive sorted by `key` (default: the item) and without repeats."""
     return Annotated[
         tuple[item, ...],
-        Field(min_length=min_length, max_length=max_length),
+        Field(min_length=min_length, max_length=max_length, json_schema_extra={"uniqueItems": True, "x-sorted": True}),
         AfterValidator(lambda items: require_sorted_unique(items, key)),
     ]
