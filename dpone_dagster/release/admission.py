@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from dpone_dagster.contracts.bounds import format_timestamp
 from dpone_dagster.contracts.coded import CodedError
+from dpone_dagster.release.bundle import ReleaseBundle
 from dpone_dagster.release.ports import Clock
 
 DEVELOPMENT_FAMILY = "development"
@@ -177,3 +178,18 @@ class StandardRuntimeLauncher:
         if self.recorder is not None:
             self.recorder.record(denial)
         raise ExecutionDeniedError(denial)
+
+
+def admission_view(bundle: ReleaseBundle, *, authority_expires_at: datetime, revocation_epoch: int) -> AdmissionView:
+    """The tasks an installed release would expose to the runtime, from its verified projection."""
+    tasks = {RuntimeTask(TaskKind.NATIVE, uid) for uid in bundle.native_membership}
+    for workload in bundle.ordinary:
+        tasks.add(RuntimeTask(TaskKind.ORDINARY, workload.pack_id))
+        tasks.update(RuntimeTask(TaskKind.PRE_HOOK, workload.pack_id, hook.hook_id, hook.publish_xcom) for hook in workload.hooks)
+    return AdmissionView(
+        release_id=bundle.release_id,
+        authority_family=bundle.parent.authority_family,
+        authority_expires_at=authority_expires_at,
+        revocation_epoch=revocation_epoch,
+        tasks=frozenset(tasks),
+    )

@@ -233,3 +233,8 @@ def _parse(model: type[ContractModel], data: bytes):
         return parse_document(model, data)
     except (CanonicalError, CodedError) as error:
         raise IntegrityError("release.integrity_mismatch", f"a constituent document is invalid ({error.code})") from None
+
+
+def deployment_id_of(release_id: str, environment: str) -> str:
+    """The deployment of `release_id` into `environment`. Persisted in receipts: must never change."""
+    return f"{environment}:{release_id.removeprefix('sha256:')}"

@@ -47,3 +47,23 @@ class ObjectStore(Protocol):
     def delete(self, key: str) -> None:
         """Remove `key` if present (cleanup of unreferenced blobs only; never a commit)."""
         ...
+
+
+@runtime_checkable
+class TargetAdmission(Protocol):
+    """Re-verifies an operation receipt against the live target right before a protected step.
+
+    `dpone_dagster.authority.target_admission.ReceiptIssuer` implements it. It must raise to refuse;
+    with `after_preparation=True` every refusal means "recovery required".
+    """
+
+    def require_current(
+        self,
+        receipt: object,
+        kind: type,
+        *,
+        release_id: str,
+        deployment_id: str,
+        purpose: str | None = None,
+        after_preparation: bool = False,
+    ) -> object: ...

@@ -1,0 +1,379 @@
+"""Installation: an immutable local release cache, a current pointer, an audit log, rollback and recovery.
+
+Layout under the cache root (one root per target deployment environment):
+- `deployments/<hex>/members/...` + `deployments/<hex>/deployment.json`: an installed release,
+  written to `staging/` first, reread and verified, then renamed into place (never modified after);
+- `current`: the active deployment (`CurrentPointer`), replaced atomically;
+- `activation.pending`: a prepared activation (`ActivationIntent`), present until it is audited;
+- `audit.log`: one hash-chained `AuditEntry` per activation, append-only.
+
+Every protected step re-verifies its own receipt kind through the injected `TargetAdmission`
+immediately before it writes: materialization before the cache write (after re-applying the combined
+budget), activation before preparation, and again (`after_preparation=True`) both after preparation
+and immediately before the pointer commit, each time after a full `open_bundle` validation of the
+installed bytes. Pointer-changing recovery and audit-only repair follow the same rule with their own
+activation-receipt purposes.
+
+What a reader could get wrong: a failure after preparation is never retried blindly. The pending
+intent stays, every other activation refuses with `release.activation_recovery_required`, and
+`recover()` (with a `pointer_recovery` receipt) completes exactly the prepared activation. Reading
+(`current`, `audit_log`, `load`, `deployments`) needs no receipt: expired or revoked authority blocks
+new attempts, never the evidence.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from dpone_dagster.contracts.base import ContractModel, parse_document
+from dpone_dagster.contracts.bounds import format_timestamp
+from dpone_dagster.contracts.canonical import CanonicalError
+from dpone_dagster.contracts.coded import CodedError
+from dpone_dagster.contracts.receipts import (
+    ActivationReceipt,
+    DevelopmentAuthorityReceipt,
+    MaterializationReceipt,
+)
+from dpone_dagster.release.budget import require_within_budget
+from dpone_dagster.release.bundle import ReleaseBundle, deployment_id_of, open_bundle
+from dpone_dagster.release.errors import ActivationError, DurabilityUncertainError, IntegrityError, RegistryError
+from dpone_dagster.release.install_records import (
+    ActivationAction,
+    ActivationIntent,
+    AuditEntry,
+    AuthorizedBy,
+    CurrentPointer,
+    DeploymentRecord,
+)
+from dpone_dagster.release.local_files import LocalFiles
+from dpone_dagster.release.ports import Clock, TargetAdmission
+
+GENESIS = "0" * 64
+
+
+@dataclass(frozen=True)
+class InstalledRelease:
+    bundle: ReleaseBundle
+    record: DeploymentRecord
+    path: Path
+
+
+@dataclass(frozen=True)
+class MaterializationResult:
+    release_id: str
+    deployment_id: str
+    bytes_written: int
+    already_installed: bool
+
+
+@dataclass(frozen=True)
+class ActivationResult:
+    release_id: str
+    deployment_id: str
+    previous_release_id: str | None
+    audit_sequence: int
+    changed: bool
+
+
+class ReleaseCache:
+    """The local immutable cache of one target. All writes go through `files` (a fault-injection seam)."""
+
+    def __init__(self, root: Path, *, admission: TargetAdmission, clock: Clock, files: LocalFiles | None = None) -> None:
+        self.root = Path(root)
+        self.admission = admission
+        self.clock = clock
+        self.files = files or LocalFiles()
+
+    @property
+    def _current_path(self) -> Path:
+        return self.root / "current"
+
+    @property
+    def _intent_path(self) -> Path:
+        return self.root / "activation.pending"
+
+    @property
+    def _audit_path(self) -> Path:
+        return self.root / "audit.log"
+
+    def _deployment_dir(self, release_id: str) -> Path:
+        return self.root / "deployments" / release_id.removeprefix("sha256:")
+
+    # ------------------------------------------------------------------ materialization
+
+    def materialize(
+        self, bundle: ReleaseBundle, *, authority: DevelopmentAuthorityReceipt, receipt: MaterializationReceipt | None
+    ) -> MaterializationResult:
+        """Install `bundle` into the cache (idempotent). Nothing is written unless every check passes."""
+        verified = open_bundle(bundle.members, expected_release_id=bundle.release_id)
+        if authority.grant_digest != verified.parent.grant_digest:
+            raise IntegrityError("release.integrity_mismatch", "the authority presented is not the grant this release was built under")
+        require_within_budget(workloads=verified.workload_count, source_bytes=verified.source_bytes, limits=authority.effective_limits)
+        deployment_id = deployment_id_of(verified.release_id, authority.environment)
+        self.admission.require_current(receipt, MaterializationReceipt, release_id=verified.release_id, deployment_id=deployment_id)
+        final = self._deployment_dir(verified.release_id)
+        if final.exists():
+            self.load(verified.release_id)
+            return MaterializationResult(verified.release_id, deployment_id, 0, already_installed=True)
+        record = DeploymentRecord(
+            release_id=verified.release_id,
+            deployment_id=deployment_id,
+            environment=authority.environment,
+            trust_tier="non_production",
+            grant_digest=authority.grant_digest,
+            authority_expires_at=authority.expires_at,
+            revocation_epoch=authority.revocation_epoch,
+            installed_at=format_timestamp(self.clock.now()),
+            members=verified.member_digests(),
+        )
+        written = self._stage_and_commit(verified, record, final)
+        return MaterializationResult(verified.release_id, deployment_id, written, already_installed=False)
+
+    def _stage_and_commit(self, bundle: ReleaseBundle, record: DeploymentRecord, final: Path) -> int:
+        staging = self.root / "staging" / f"{bundle.release_id.removeprefix('sha256:')[:16]}-{uuid.uuid4().hex}"
+        staged: list[str] = []
+        try:
+            self.files.make_dirs(staging / "members")
+            for path, data in sorted(bundle.members.items()):
+                self.files.write_new(staging / "members" / path, data)
+                staged.append(path)
+            self.files.write_new(staging / "deployment.json", record.canonical_bytes())
+            self._read_installed(staging, bundle.release_id)
+            self.files.make_dirs(final.parent)
+            self.files.rename_new(staging, final)
+        except FileExistsError:
+            shutil.rmtree(staging, ignore_errors=True)
+            self.load(bundle.release_id)
+            return 0
+        except (IntegrityError, RegistryError, OSError) as error:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise DurabilityUncertainError(
+                f"installing into the local cache failed ({type(error).__name__}); the deployment is "
+                f"{'present' if final.exists() else 'not present'}; retry the identical installation",
+                release_id=bundle.release_id,
+                stage="cache",
+                written=staged,
+                pending=sorted(set(bundle.members) - set(staged)),
+            ) from None
+        return sum(len(data) for data in bundle.members.values()) + len(record.canonical_bytes())
+
+    # ------------------------------------------------------------------ reading (no receipt needed)
+
+    def load(self, release_id: str) -> InstalledRelease:
+        """The installed deployment of `release_id`, fully re-verified (sealed projection + every byte)."""
+        path = self._deployment_dir(release_id)
+        if not path.is_dir():
+            raise ActivationError("release.not_installed", "that release is not installed in this cache")
+        return self._read_installed(path, release_id)
+
+    def _read_installed(self, path: Path, release_id: str) -> InstalledRelease:
+        record = _read_document(DeploymentRecord, path / "deployment.json")
+        if record is None or record.release_id != release_id:
+            raise IntegrityError("release.integrity_mismatch", "the deployment record is missing or names another release")
+        members_root = path / "members"
+        members = {}
+        for member in record.members:
+            try:
+                members[member.path] = (members_root / member.path).read_bytes()
+            except OSError:
+                raise IntegrityError("release.integrity_mismatch", f"installed member {member.path!r} is missing") from None
+        stray = [p for p in members_root.rglob("*") if p.is_file() and p.relative_to(members_root).as_posix() not in members]
+        if stray:
+            raise IntegrityError("release.integrity_mismatch", "the installed deployment holds files its record does not list")
+        bundle = open_bundle(members, expected_release_id=release_id)
+        if record.members != bundle.member_digests() or record.grant_digest != bundle.parent.grant_digest:
+            raise IntegrityError("release.integrity_mismatch", "the deployment record disagrees with the installed bytes")
+        if record.deployment_id != deployment_id_of(release_id, record.environment):
+            raise IntegrityError("release.integrity_mismatch", "the deployment record names another deployment")
+        return InstalledRelease(bundle=bundle, record=record, path=path)
+
+    def deployments(self) -> list[str]:
+        root = self.root / "deployments"
+        return sorted("sha256:" + item.name for item in root.iterdir()) if root.is_dir() else []
+
+    def current(self) -> CurrentPointer | None:
+        if not self._current_path.exists():
+            return None
+        pointer = _read_document(CurrentPointer, self._current_path)
+        if pointer is None:
+            raise IntegrityError("release.integrity_mismatch", "the current pointer is unreadable")
+        return pointer
+
+    def pending(self) -> ActivationIntent | None:
+        if not self._intent_path.exists():
+            return None
+        intent = _read_document(ActivationIntent, self._intent_path)
+        if intent is None:
+            raise ActivationError("release.activation_recovery_required", "a prepared activation is unreadable; recover it")
+        return intent
+
+    def audit_log(self) -> list[AuditEntry]:
+        """Every audit entry, with the hash chain verified; raise `release.audit_log_corrupt` if broken."""
+        if not self._audit_path.exists():
+            return []
+        entries: list[AuditEntry] = []
+        previous = GENESIS
+        data = self._audit_path.read_bytes()
+        if data and not data.endswith(b"\n"):
+            raise ActivationError("release.audit_log_corrupt", "the audit log ends in a torn line")
+        for index, line in enumerate(data.splitlines(), start=1):
+            try:
+                entry = parse_document(AuditEntry, line)
+            except (CanonicalError, CodedError):
+                raise ActivationError("release.audit_log_corrupt", f"audit line {index} is not a valid entry") from None
+            if entry.sequence != index or entry.previous_entry_sha256 != previous:
+                raise ActivationError("release.audit_log_corrupt", f"the audit chain breaks at line {index}")
+            entries.append(entry)
+            previous = hashlib.sha256(line).hexdigest()
+        return entries
+
+    def previous_release(self) -> str:
+        """The deployment active before the current one: what `rollback` selects."""
+        pointer = self.current()
+        if pointer is None or pointer.previous_release_id is None:
+            raise ActivationError("release.no_previous_deployment", "there is no earlier deployment to roll back to")
+        return pointer.previous_release_id
+
+    # ------------------------------------------------------------------ activation
+
+    def activate(self, release_id: str, *, receipt: ActivationReceipt | None, action: ActivationAction = "activate") -> ActivationResult:
+        """Move the current pointer to an installed release under an `activate` receipt."""
+        if self.pending() is not None:
+            raise ActivationError("release.activation_recovery_required", "a prepared activation is pending; recover it first")
+        installed = self.load(release_id)
+        deployment_id = installed.record.deployment_id
+        self.admission.require_current(receipt, ActivationReceipt, release_id=release_id, deployment_id=deployment_id, purpose="activate")
+        pointer = self.current()
+        entries = self.audit_log()
+        intent = ActivationIntent(
+            action=action,
+            release_id=release_id,
+            deployment_id=deployment_id,
+            previous_release_id=pointer.release_id if pointer else None,
+            audit_sequence=len(entries) + 1,
+            receipt_digest=receipt.document_digest(),
+            prepared_at=format_timestamp(self.clock.now()),
+        )
+        try:
+            self.files.replace(self._intent_path, intent.canonical_bytes())
+        except OSError:
+            raise self._recovery_required("preparing the activation failed") from None
+        self._complete(intent, receipt, authorized_by="activate")
+        return ActivationResult(release_id, deployment_id, intent.previous_release_id, intent.audit_sequence, changed=True)
+
+    def rollback(self, *, receipt: ActivationReceipt | None) -> ActivationResult:
+        """Activate the previous immutable deployment (the receipt must name that release)."""
+        return self.activate(self.previous_release(), receipt=receipt, action="rollback")
+
+    def recover(self, *, receipt: ActivationReceipt | None) -> ActivationResult | None:
+        """Complete a prepared activation under a `pointer_recovery` receipt; None when nothing is pending."""
+        intent = self.pending()
+        if intent is None:
+            return None
+        self.admission.require_current(
+            receipt, ActivationReceipt, release_id=intent.release_id, deployment_id=intent.deployment_id, purpose="pointer_recovery"
+        )
+        pointer = self.current()
+        changed = pointer is None or pointer.release_id != intent.release_id
+        self._complete(intent, receipt, authorized_by="pointer_recovery")
+        return ActivationResult(intent.release_id, intent.deployment_id, intent.previous_release_id, intent.audit_sequence, changed)
+
+    def repair_audit(self, *, receipt: ActivationReceipt | None) -> AuditEntry | None:
+        """Append the audit entry the active deployment lacks (audit-only repair); None when complete."""
+        if self.pending() is not None:
+            raise ActivationError("release.activation_recovery_required", "a prepared activation is pending; recover it first")
+        pointer = self.current()
+        if pointer is None:
+            return None
+        self.admission.require_current(
+            receipt, ActivationReceipt, release_id=pointer.release_id, deployment_id=pointer.deployment_id, purpose="audit_repair"
+        )
+        entries = self.audit_log()
+        if any(e.sequence == pointer.audit_sequence and e.release_id == pointer.release_id for e in entries):
+            return None
+        if pointer.audit_sequence != len(entries) + 1:
+            raise ActivationError("release.audit_log_corrupt", "the audit log lost entries before the active deployment's")
+        self._validated(pointer.release_id, pointer.deployment_id, receipt, purpose="audit_repair")
+        intent = ActivationIntent(
+            action="activate",
+            release_id=pointer.release_id,
+            deployment_id=pointer.deployment_id,
+            previous_release_id=pointer.previous_release_id,
+            audit_sequence=pointer.audit_sequence,
+            receipt_digest=receipt.document_digest(),
+            prepared_at=format_timestamp(self.clock.now()),
+        )
+        return self._append_audit(intent, authorized_by="audit_repair")
+
+    def _complete(self, intent: ActivationIntent, receipt: ActivationReceipt, *, authorized_by: AuthorizedBy) -> None:
+        """From a durable intent: validate, commit the pointer, append the audit entry, clear the intent."""
+        purpose = "activate" if authorized_by == "activate" else authorized_by
+        self._validated(intent.release_id, intent.deployment_id, receipt, purpose=purpose)
+        pointer = CurrentPointer(
+            release_id=intent.release_id,
+            deployment_id=intent.deployment_id,
+            previous_release_id=intent.previous_release_id,
+            audit_sequence=intent.audit_sequence,
+        )
+        current = self.current()
+        if current != pointer:
+            self._validated(intent.release_id, intent.deployment_id, receipt, purpose=purpose)
+            try:
+                self.files.replace(self._current_path, pointer.canonical_bytes())
+            except OSError:
+                raise self._recovery_required("committing the current pointer failed") from None
+        entries = self.audit_log()
+        if not any(e.sequence == intent.audit_sequence for e in entries):
+            self._append_audit(intent, authorized_by=authorized_by)
+        try:
+            self.files.remove(self._intent_path)
+        except OSError:
+            raise self._recovery_required("clearing the prepared activation failed") from None
+
+    def _validated(self, release_id: str, deployment_id: str, receipt: ActivationReceipt, *, purpose: str) -> None:
+        """Full sealed-projection + artifact-integrity validation, then the live receipt re-check."""
+        try:
+            installed = self.load(release_id)
+        except (IntegrityError, ActivationError) as error:
+            raise self._recovery_required(f"the installed deployment failed validation ({error.code})") from None
+        if installed.record.deployment_id != deployment_id:
+            raise self._recovery_required("the installed deployment is not the prepared one")
+        self.admission.require_current(
+            receipt, ActivationReceipt, release_id=release_id, deployment_id=deployment_id, purpose=purpose, after_preparation=True
+        )
+
+    def _append_audit(self, intent: ActivationIntent, *, authorized_by: AuthorizedBy) -> AuditEntry:
+        entries = self.audit_log()
+        if intent.audit_sequence != len(entries) + 1:
+            raise ActivationError("release.audit_log_corrupt", "the audit log changed while the activation was prepared")
+        previous = hashlib.sha256(self._audit_path.read_bytes().splitlines()[-1]).hexdigest() if entries else GENESIS
+        entry = AuditEntry(
+            sequence=intent.audit_sequence,
+            previous_entry_sha256=previous,
+            action=intent.action,
+            authorized_by=authorized_by,
+            release_id=intent.release_id,
+            deployment_id=intent.deployment_id,
+            previous_release_id=intent.previous_release_id,
+            receipt_digest=intent.receipt_digest,
+            recorded_at=format_timestamp(self.clock.now()),
+        )
+        try:
+            self.files.append(self._audit_path, entry.canonical_bytes() + b"\n")
+        except OSError:
+            raise self._recovery_required("appending the audit entry failed") from None
+        return entry
+
+    def _recovery_required(self, why: str) -> ActivationError:
+        return ActivationError("release.activation_recovery_required", f"{why}; run activation recovery")
+
+
+def _read_document(model: type[ContractModel], path: Path):
+    try:
+        return parse_document(model, path.read_bytes())
+    except (OSError, CanonicalError, CodedError):
+        return None

@@ -1,0 +1,295 @@
+"""SYNTHETIC ONLY: release inputs and a synthetic delivery target for tests, the demo and the bench.
+
+- `MemorySource`: a verified in-memory source snapshot (same `snapshot` / `read_bytes` shape as
+  `SourceTree`), so composition can be exercised without a checkout;
+- `synthetic_workload(...)`: a captured ordinary workload with its exact source files;
+- `synthetic_native(...)`: a native compilation shaped exactly like `compile_native`'s output, for
+  tests that need many fast compositions (the real dbt compile is tested separately);
+- `SyntheticTarget`: the synthetic authority (`dpone_dagster.authority.synthetic`) plus a live
+  current-target verifier whose policy and epoch tests can change, and a real `ReceiptIssuer`.
+
+The one thing a reader could get wrong: everything here is derived from public labels and a fixed
+clock. Nothing it produces is authority for a real target.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from dpone_dagster.authority.synthetic import SYNTHETIC_COMMIT, SYNTHETIC_ENVIRONMENT, SYNTHETIC_REPOSITORY, SyntheticAuthority
+from dpone_dagster.authority.target_admission import CurrentTarget, ReceiptIssuer
+from dpone_dagster.authority.verification import ReconstructedSource, verify_grant
+from dpone_dagster.contracts.canonical import dumps
+from dpone_dagster.contracts.flows import (
+    CapturedFile,
+    CapturedHook,
+    CapturedWorkload,
+    ConnectionProjection,
+    OrdinaryCapture,
+    PublicResources,
+    ResourceCeiling,
+    ResourceQuantity,
+    SelectorMember,
+    SqlFileRef,
+)
+from dpone_dagster.contracts.grant import ExecutionSubject
+from dpone_dagster.contracts.identity import digest
+from dpone_dagster.contracts.receipts import (
+    ActivationPurpose,
+    ActivationReceipt,
+    DevelopmentAuthorityReceipt,
+    MaterializationReceipt,
+    PublicationReceipt,
+)
+from dpone_dagster.contracts.target import DeploymentProjection, TargetConfiguration
+from dpone_dagster.release.bundle import SELECTION_KIND, ReleaseBundle, deployment_id_of
+from dpone_dagster.release.native import NativeCompilation, NativeNode, NativeProject, SourceFile, compile_profile_digest
+from dpone_dagster.release.source import SourceFile as SnapshotFile
+from dpone_dagster.release.source import SourceSnapshot
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class MemorySource:
+    """A source snapshot held in memory; `read_bytes` re-verifies like `SourceTree.read_bytes`."""
+
+    def __init__(self, files: Mapping[str, bytes]) -> None:
+        self.files = dict(files)
+        self._snapshot = SourceSnapshot(
+            tuple(SnapshotFile(path=p, sha256=_sha(d), size=len(d)) for p, d in sorted(self.files.items()))
+        )
+
+    @property
+    def snapshot(self) -> SourceSnapshot:
+        return self._snapshot
+
+    def read_bytes(self, path: str) -> bytes:
+        entry = self._snapshot.get(path)
+        data = self.files.get(path)
+        if entry is None or data is None or _sha(data) != entry.sha256:
+            raise KeyError("not part of the verified snapshot")
+        return data
+
+
+def _captured(path: str, data: bytes) -> CapturedFile:
+    return CapturedFile(path=path, content_sha256=_sha(data), size=len(data))
+
+
+def synthetic_workload_files(pack_id: str, writes: Sequence[str], hooks: Sequence[str] = ()) -> dict[str, bytes]:
+    """The exact source files of one synthetic ordinary workload under `flows/<pack_id>/`."""
+    root = f"flows/{pack_id}"
+    files = {
+        f"{root}/flow.yaml": f"pack_id: {pack_id}\nwrites: {sorted(writes)}\n".encode(),
+        f"{root}/dag.yaml": f"dag_id: {pack_id}\nschedule: manual\n".encode(),
+        f"{root}/pack.json": f'{{"pack_id":"{pack_id}"}}'.encode(),
+        f"{root}/sql/run.sql": "".join(f"insert into {w} select 1;\n" for w in writes).encode(),
+    }
+    for hook in hooks:
+        files[f"{root}/sql/{hook}.sql"] = f"create schema if not exists {hook};\n".encode()
+    return files
+
+
+def synthetic_workload(
+    pack_id: str,
+    writes: Sequence[str],
+    hooks: Sequence[str] = (),
+    *,
+    files: Mapping[str, bytes] | None = None,
+    selector: str | None = None,
+    cpu_millicores: int = 250,
+) -> CapturedWorkload:
+    """A captured ordinary workload over `synthetic_workload_files` (or the given `files`)."""
+    files = dict(files or synthetic_workload_files(pack_id, writes, hooks))
+    root = f"flows/{pack_id}"
+    run_sql = SqlFileRef(path=f"{root}/sql/run.sql", content_sha256=_sha(files[f"{root}/sql/run.sql"]))
+    captured_hooks = []
+    for index, hook in enumerate(hooks):
+        path = f"{root}/sql/{hook}.sql"
+        captured_hooks.append(
+            CapturedHook(
+                hook_id=hook,
+                task_id=f"pre_hook.{hook}",
+                sql=SqlFileRef(path=path, content_sha256=_sha(files[path])),
+                after=tuple(hooks[:index][-1:]),
+                command=("dpone-flow", "pre-hook", "--pack", pack_id, "--hook", hook),
+                publish_xcom=False,
+            )
+        )
+    own = {path: data for path, data in files.items() if path.startswith(root + "/")}
+    return CapturedWorkload(
+        pack_id=pack_id,
+        selector=selector or f"flow:{pack_id}",
+        dag_id=pack_id,
+        schedule="manual",
+        fingerprint=digest("dpone.flow-pack-fingerprint.v1", {"synthetic": pack_id, "files": sorted(map(_sha, own.values()))}),
+        dag=_captured(f"{root}/dag.yaml", files[f"{root}/dag.yaml"]),
+        manifest=_captured(f"{root}/flow.yaml", files[f"{root}/flow.yaml"]),
+        pack=_captured(f"{root}/pack.json", files[f"{root}/pack.json"]),
+        hook_order=tuple(hooks),
+        hooks=tuple(captured_hooks),
+        sql=(run_sql,),
+        runtime_command=("dpone-flow", "run", "--pack", pack_id),
+        logical_writes=tuple(sorted(writes)),
+        resources=PublicResources(
+            requests=ResourceQuantity(cpu_millicores=cpu_millicores, memory_bytes=256 * 2**20),
+            limits=ResourceQuantity(cpu_millicores=cpu_millicores * 2, memory_bytes=512 * 2**20),
+        ),
+        connections=(ConnectionProjection(alias="warehouse", conn_type="ducklake", access="write", parameters=()),),
+        source_files=tuple(_captured(path, data) for path, data in sorted(own.items())),
+    )
+
+
+def synthetic_capture(snapshot_digest: str, workloads: Iterable[CapturedWorkload]) -> OrdinaryCapture:
+    ordered = sorted(workloads, key=lambda item: item.pack_id)
+    return OrdinaryCapture(
+        source_snapshot_digest=snapshot_digest,
+        flows_root="flows",
+        resource_ceiling=ResourceCeiling(max_cpu_millicores=2_000, max_memory_bytes=4 * 2**30),
+        workloads=ordered,
+        selector_membership=sorted(
+            (SelectorMember(selector=w.selector, dag_id=w.dag_id, pack_id=w.pack_id) for w in ordered), key=lambda m: m.selector
+        ),
+    )
+
+
+def synthetic_native_files(project: str, models: Sequence[str]) -> dict[str, bytes]:
+    files = {f"{project}/dbt_project.yml": f"name: {project}\nprofile: {project}\n".encode()}
+    for model in models:
+        files[f"{project}/models/{model}.sql"] = f"select 1 as id -- {model}\n".encode()
+    return files
+
+
+def synthetic_native(
+    files: Mapping[str, bytes], snapshot_digest: str, project: str, models: Mapping[str, str]
+) -> NativeCompilation:
+    """A native compilation of `models` (name → logical write) shaped like `compile_native`'s output."""
+    nodes = tuple(
+        NativeNode(
+            unique_id=f"model.{project}.{name}",
+            resource_type="model",
+            original_file_path=f"models/{name}.sql",
+            dbt_checksum=_sha(files[f"{project}/models/{name}.sql"].strip()),
+            compiled_sha256=_sha(files[f"{project}/models/{name}.sql"]),
+            materialized="table",
+            logical_write=write,
+            depends_on=(),
+        )
+        for name, write in sorted(models.items())
+    )
+    closure = tuple(
+        SourceFile(path=path, content_sha256=_sha(data), size=len(data))
+        for path, data in sorted(files.items())
+        if path.startswith(project + "/")
+    )
+    selection = dumps({"project": project, "path": project, "nodes": [node.as_json() for node in nodes]})
+    return NativeCompilation(
+        source_snapshot_digest=snapshot_digest,
+        dbt_version="synthetic",
+        adapter_version="synthetic",
+        profile_digest=compile_profile_digest(),
+        projects=(
+            NativeProject(
+                name=project,
+                path=project,
+                selection=("--select", "fqn:*"),
+                selected=tuple(node.unique_id for node in nodes),
+                nodes=nodes,
+                closure=closure,
+                project_file_sha256=_sha(files[f"{project}/dbt_project.yml"]),
+                selection_document=selection,
+                selection_fingerprint=digest(SELECTION_KIND, selection),
+            ),
+        ),
+    )
+
+
+class LiveTarget:
+    """A current-target verifier whose answers tests can change (policy, epoch) or break."""
+
+    def __init__(self, policy_digest: str) -> None:
+        self.policy_digest = policy_digest
+        self.revocation_epoch = 0
+        self.broken = False
+        self.calls = 0
+
+    def current(self, target: TargetConfiguration) -> CurrentTarget:
+        self.calls += 1
+        if self.broken:
+            raise ConnectionError("synthetic verifier outage")
+        return CurrentTarget(policy_digest=self.policy_digest, revocation_epoch=self.revocation_epoch)
+
+
+@dataclass
+class SyntheticTarget:
+    """A synthetic non-production target: authority, live verifier, receipt issuer."""
+
+    authority: SyntheticAuthority = field(default_factory=SyntheticAuthority)
+    live: LiveTarget = field(init=False)
+    issuer: ReceiptIssuer = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.live = LiveTarget(self.authority.policy_digest)
+        self.issuer = ReceiptIssuer(self.configuration, self.live, self.authority.clock)
+
+    @property
+    def configuration(self) -> TargetConfiguration:
+        return TargetConfiguration(environment=SYNTHETIC_ENVIRONMENT, trust_tier="non_production", policy_digest=self.authority.policy_digest)
+
+    @property
+    def clock(self):
+        return self.authority.clock
+
+    def verify(
+        self,
+        *,
+        native: Sequence[str],
+        ordinary: Sequence[str],
+        source_bytes: int,
+        execution_subjects: Sequence[ExecutionSubject] = (),
+        **grant_overrides: object,
+    ) -> DevelopmentAuthorityReceipt:
+        """Sign a synthetic grant for exactly this membership and verify it into an authority receipt."""
+        grant = self.authority.grant(
+            native_membership=sorted(native),
+            ordinary_membership=sorted(ordinary),
+            execution_subjects=sorted(execution_subjects, key=ExecutionSubject.sort_key),
+            max_workloads=max(1, len(native) + len(ordinary)),
+            **grant_overrides,
+        )
+        grant_bytes, signatures = self.authority.signed(grant)
+        source = ReconstructedSource(
+            repository=SYNTHETIC_REPOSITORY,
+            commit=SYNTHETIC_COMMIT,
+            native_membership=sorted(native),
+            ordinary_membership=sorted(ordinary),
+            source_bytes=source_bytes,
+            peak_cpu_millicores=500,
+            peak_memory_bytes=2**30,
+        )
+        return verify_grant(
+            grant_bytes, signatures, pinned_policy_digest=self.authority.policy_digest, source=source, ports=self.authority.ports
+        )
+
+    def projection(self, bundle: ReleaseBundle, authority: DevelopmentAuthorityReceipt) -> DeploymentProjection:
+        return DeploymentProjection(
+            release_id=bundle.release_id,
+            deployment_id=deployment_id_of(bundle.release_id, authority.environment),
+            environment=authority.environment,
+            trust_tier=bundle.parent.trust_tier,
+            grant_digest=bundle.parent.grant_digest,
+        )
+
+    def publication(self, bundle: ReleaseBundle, authority: DevelopmentAuthorityReceipt) -> PublicationReceipt:
+        return self.issuer.issue_publication(authority, self.projection(bundle, authority))
+
+    def materialization(self, bundle: ReleaseBundle, authority: DevelopmentAuthorityReceipt) -> MaterializationReceipt:
+        return self.issuer.issue_materialization(authority, self.projection(bundle, authority))
+
+    def activation(
+        self, bundle: ReleaseBundle, authority: DevelopmentAuthorityReceipt, purpose: ActivationPurpose = "activate"
+    ) -> ActivationReceipt:
+        return self.issuer.issue_activation(authority, self.projection(bundle, authority), purpose=purpose)
