@@ -47,6 +47,8 @@ CHROMIUM_FLAGS = (
 )
 RELEASE_LOCATION = "dpone_dagster"
 RELEASE_JOB = "release_job"
+DEPLOYMENT_LOCATION = "dpone_deployment"
+DEPLOYMENT_MODULE = "dpone_dagster.deployment.definitions"
 FINISHED = {"SUCCESS", "FAILURE", "CANCELED"}
 
 _INSTANCE_YAML = """\
@@ -166,6 +168,38 @@ class DagsterWebserver:
         return "\n".join(text.splitlines()[-lines:])
 
 
+def session_workspace(target: Path) -> Path:
+    """Write the project's workspace.yaml, pinned to the repository, with the deployment location.
+
+    Every entry of `workspace.yaml` is kept as it is (plus an absolute working directory, so the
+    file works from anywhere); the dormant deployment location is appended only if the project
+    file does not list it yet.
+    """
+    import yaml
+
+    loaded = yaml.safe_load((REPO_ROOT / "workspace.yaml").read_text(encoding="utf-8")) or {}
+    entries = [dict(entry) for entry in loaded.get("load_from", [])]
+    for entry in entries:
+        for spec in entry.values():
+            if isinstance(spec, dict):
+                spec.setdefault("working_directory", str(REPO_ROOT))
+    modules = {spec.get("module_name") for entry in entries for spec in entry.values() if isinstance(spec, dict)}
+    if DEPLOYMENT_MODULE not in modules:
+        entries.append(
+            {
+                "python_module": {
+                    "module_name": DEPLOYMENT_MODULE,
+                    "attribute": "defs",
+                    "location_name": DEPLOYMENT_LOCATION,
+                    "working_directory": str(REPO_ROOT),
+                }
+            }
+        )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(yaml.safe_dump({"load_from": entries}, sort_keys=False), encoding="utf-8")
+    return target
+
+
 def write_instance(dagster_home: Path) -> None:
     dagster_home.mkdir(parents=True, exist_ok=True)
     (dagster_home / "dagster.yaml").write_text(_INSTANCE_YAML)
@@ -190,6 +224,7 @@ def running_webserver(
     *,
     dagster_home: Path,
     env: Mapping[str, str] | None = None,
+    inherit_env: bool = True,
     startup_timeout: float = 180.0,
 ) -> Iterator[DagsterWebserver]:
     """Start `dagster-webserver` on a free 127.0.0.1 port and wait until every location loaded.
@@ -200,7 +235,8 @@ def running_webserver(
     write_instance(dagster_home)
     port = free_port()
     log_path = dagster_home / "webserver.log"
-    child_env = {**os.environ, **dict(env or {}), "DAGSTER_HOME": str(dagster_home)}
+    base_env = dict(os.environ) if inherit_env else {}
+    child_env = {**base_env, **dict(env or {}), "DAGSTER_HOME": str(dagster_home)}
     command = [
         sys.executable, "-m", "dagster_webserver",
         "-h", "127.0.0.1", "-p", str(port), "-w", str(workspace_file),

@@ -1,0 +1,17 @@
+"""The release domain: the six release stages as assets, their checks, resources, sensors and job.
+
+`defs` is built on first access (PEP 562), so importing `settings` or `platform` from here (as the
+dormant deployment location does) does not load the release pipeline and its dbt machinery.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def __getattr__(name: str) -> Any:
+    if name == "defs":
+        from dpone_dagster.defs.release.definitions import defs
+
+        return defs
+    raise AttributeError(name)

@@ -1,0 +1,58 @@
+"""Where the release surface finds its inputs and puts its outputs, derived from the one configuration.
+
+`release_settings(config)` answers, for the release group and the dormant deployment location:
+where the authority documents are (a directory or an `s3://bucket/prefix`), where the protected
+target configuration is (pinned policy digest, environment, tier, revocation epoch), where the
+source repository, the release registry and the local release cache live, and where the runtime
+access ledger is written. With no configuration at all every location is under the state
+directory and the authority is synthetic (`synthetic=True`), created on first use.
+
+What a reader could get wrong: the protected target file is *not* the authority location. Grants
+and policies may be dropped into the authority location by anyone who can write there; they are
+only believed after verification against the digest pinned in the protected file, which only the
+platform writes. The embedded default writes both (synthetic), which is exactly why it is marked
+synthetic everywhere it shows.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from dpone_dagster.config import DponeConfig, StorageConfig
+
+
+class ReleaseSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    authority_location: str
+    registry_location: str
+    cache_root: Path
+    protected_target_file: Path
+    source_location: Path
+    access_ledger: Path
+    storage: StorageConfig | None = None
+    synthetic: bool = True
+
+    @property
+    def registry_is_s3(self) -> bool:
+        return self.registry_location.startswith("s3://")
+
+    @property
+    def authority_is_s3(self) -> bool:
+        return self.authority_location.startswith("s3://")
+
+
+def release_settings(config: DponeConfig) -> ReleaseSettings:
+    """The embedded default: everything under the state directory, synthetic authority."""
+    state = config.state_path / "release"
+    return ReleaseSettings(
+        authority_location=str(state / "authority"),
+        registry_location=str(state / "registry"),
+        cache_root=state / "cache",
+        protected_target_file=state / "protected" / "target.json",
+        source_location=config.dbt_project_path,
+        access_ledger=state / "runtime_access.jsonl",
+        synthetic=True,
+    )

@@ -1,0 +1,48 @@
+"""One live `dagster-webserver` per test session, over the project's own workspace.yaml.
+
+The server (and the code servers it spawns) run on 127.0.0.1 with a throwaway DAGSTER_HOME and a
+throwaway dpone state directory, so the session never touches the developer's `.dpone/`. The
+harness is `bench.screenshots.running_webserver`, the same one `make screenshots` uses.
+
+What a reader could get wrong: the webserver is shared by every test in `tests/ui/`, so the tests
+are written to hold in any order: each launches what it needs and asserts on its own run ids.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from bench.screenshots import DagsterWebserver, running_webserver, session_workspace  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def ui_state_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("ui_state")
+
+
+@pytest.fixture(scope="session")
+def webserver(tmp_path_factory, ui_state_dir: Path) -> Iterator[DagsterWebserver]:
+    home = tmp_path_factory.mktemp("dagster_home")
+    workspace = session_workspace(home / "workspace.yaml")
+    env = {
+        "DPONE_PROJECT_ROOT": str(REPO_ROOT),
+        "DPONE_STATE_DIR": str(ui_state_dir),
+    }
+    scrubbed = {k: v for k, v in os.environ.items() if not k.startswith("DPONE_")}
+    with running_webserver(workspace, dagster_home=home, env={**scrubbed, **env}, inherit_env=False) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def project_workspace() -> dict:
+    return yaml.safe_load((REPO_ROOT / "workspace.yaml").read_text())
