@@ -1,7 +1,139 @@
-"""`dpone fork` commands."""
+"""`dpone fork` commands: create, drop, list and inspect fork data environments.
+
+Thin wrappers over `dpone_dagster.workspaces`; every refusal prints its stable code and exits 1.
+"""
 
 from __future__ import annotations
 
+import functools
+import getpass
+import json
+from collections.abc import Callable
+
 import typer
 
+from dpone_dagster.errors import DponeError
+
 app = typer.Typer(no_args_is_help=True, add_completion=False)
+
+
+def reported(command: Callable) -> Callable:
+    """Print a `DponeError` as `error [code]: message` on stderr and exit 1."""
+
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except DponeError as exc:
+            typer.echo(f"error [{exc.code}]: {exc.message}", err=True)
+            raise typer.Exit(1) from None
+
+    return wrapper
+
+
+def _service():
+    from dpone_dagster.workspaces.service import Workspaces
+
+    return Workspaces()
+
+
+def _current_user() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:
+        return "unknown"
+
+
+@app.command("create")
+@reported
+def create(
+    workspace_id: str = typer.Argument(..., metavar="ID"),
+    parent: str = typer.Option(..., "--parent", help="Workspace to fork from (e.g. prod)."),
+    shared: list[str] = typer.Option([], "--shared", help="Lake to share with the parent (repeatable)."),
+    owner: str = typer.Option(None, "--owner", help="Owner of the fork (default: current user)."),
+) -> None:
+    """Create a fork; every lake is isolated unless named with --shared."""
+    created = _service().create_fork(
+        workspace_id, parent, owner=owner or _current_user(), shared_lakes=shared
+    )
+    typer.echo(f"created {created.id} (parent {created.parent_id}, owner {created.owner})")
+
+
+@app.command("drop")
+@reported
+def drop(
+    workspace_id: str = typer.Argument(..., metavar="ID"),
+    actor: str = typer.Option(None, "--as", help="Who is dropping (default: current user)."),
+) -> None:
+    """Delete a fork and its namespaces; re-run to retry a cleanup that could not finish."""
+    result = _service().drop(workspace_id, actor=actor or _current_user())
+    if result.workspace_deleted:
+        typer.echo(f"deleted workspace {result.workspace_id}")
+    for orphan in result.orphaned:
+        typer.echo(f"orphaned fork {orphan} (stays isolated)")
+    for ws, lake, schema in result.cleanup.cleaned:
+        typer.echo(f"cleaned {ws} lake {lake} namespace {schema}")
+    for row in result.cleanup.leftovers:
+        typer.echo(
+            f"left for retry: {row.workspace_id} lake {row.lake} ({row.phase} phase, {row.code})",
+            err=True,
+        )
+    if result.cleanup.leftovers:
+        raise typer.Exit(2)
+
+
+@app.command("list")
+@reported
+def list_(as_json: bool = typer.Option(False, "--json")) -> None:
+    """List workspaces, including deleted ones whose cleanup is pending."""
+    rows = _service().list()
+    if as_json:
+        typer.echo(json.dumps([r.__dict__ for r in rows], indent=2, default=list))
+        return
+    for r in rows:
+        notes = [r.kind]
+        if r.orphaned:
+            notes.append("orphaned")
+        if r.shared_lakes:
+            notes.append("shared: " + ",".join(r.shared_lakes))
+        if r.pending_cleanup:
+            notes.append(f"{r.pending_cleanup} namespace(s) pending cleanup")
+        typer.echo(f"{r.id}\tparent={r.parent_id or '-'}\towner={r.owner or '-'}\t{'; '.join(notes)}")
+
+
+@app.command("status")
+@reported
+def status(
+    workspace_id: str = typer.Argument(..., metavar="ID"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Per lake: mode, namespace, data path, and every tracked table's fork_state and owner."""
+    from dpone_dagster.workspaces.status import workspace_status
+
+    result = workspace_status(workspace_id)
+    if as_json:
+        typer.echo(json.dumps(result.as_dict(), indent=2))
+        return
+    typer.echo(f"workspace {result.workspace_id} (chain: {' -> '.join(result.chain)})")
+    for lake in result.lakes:
+        typer.echo(f"lake {lake.lake}: {lake.mode}")
+        if lake.namespace:
+            typer.echo(f"  namespace {lake.namespace}")
+        typer.echo(f"  data path {lake.data_path}")
+        if lake.problem:
+            typer.echo(f"  problem {lake.problem}")
+        for table in lake.tables:
+            owner = f" (owner {table.owner})" if table.owner else ""
+            typer.echo(f"  {table.table}: {table.fork_state}{owner}")
+
+
+@app.command("grant-admin")
+@reported
+def grant_admin(
+    workspace_id: str = typer.Argument(..., metavar="ID"),
+    actor: str = typer.Argument(..., metavar="ACTOR"),
+    granted_by: str = typer.Option(None, "--as", help="Who grants (default: current user)."),
+) -> None:
+    """Make ACTOR an admin of workspace ID (and so of every fork below it)."""
+    _service().grant_admin(workspace_id, actor, granted_by=granted_by or _current_user())
+    typer.echo(f"{actor} is an admin of {workspace_id}")

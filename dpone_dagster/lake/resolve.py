@@ -37,6 +37,7 @@ from dpone_dagster.workspaces.ids import ROOT_WORKSPACE, check_workspace_id
 log = logging.getLogger(__name__)
 
 DEFAULT_SCHEMA = "main"
+SCD2_MARKER = "is_current"
 
 
 class InvalidTargetError(LakeError):
@@ -75,12 +76,26 @@ class AncestorAttach:
 
 @dataclass(frozen=True)
 class DeferView:
-    """`CREATE VIEW IF NOT EXISTS <alias>.<name> AS SELECT * FROM <owner_alias>.<source>`."""
+    """A fork view over the nearest ancestor that owns `source`.
+
+    `current_only` makes the SCD2 `<table>_current` companion; `replace` is set when a live view of
+    that name already points elsewhere (the nearest owner changed), so it is re-pointed.
+    """
 
     name: TableName
     owner_workspace: str
     owner_alias: str
     source: TableName
+    current_only: bool = False
+    replace: bool = False
+
+    def select_sql(self) -> str:
+        where = f" WHERE {SCD2_MARKER}" if self.current_only else ""
+        return f"SELECT * FROM {self.source.qualified(self.owner_alias)}{where}"
+
+    def create_sql(self, alias: str) -> str:
+        verb = "CREATE OR REPLACE VIEW" if self.replace else "CREATE VIEW IF NOT EXISTS"
+        return f"{verb} {self.name.qualified(alias)} AS {self.select_sql()}"
 
 
 @dataclass(frozen=True)
@@ -94,6 +109,7 @@ class ResolvedLake:
     namespace: str
     data_path: str
     catalog: CatalogLocation
+    base_catalog: CatalogLocation
     setup: tuple[Statement, ...]
     target: Statement
     transition: tuple[TableName, ...] = ()
@@ -112,13 +128,7 @@ class ResolvedLake:
         body = [
             Statement.of(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(self.alias)}.{quote_ident(s)}")
             for s in schemas
-        ] + [
-            Statement.of(
-                f"CREATE VIEW IF NOT EXISTS {view.name.qualified(self.alias)} AS "
-                f"SELECT * FROM {view.source.qualified(view.owner_alias)}"
-            )
-            for view in views
-        ]
+        ] + [Statement.of(view.create_sql(self.alias)) for view in views]
         return [Statement.of("BEGIN TRANSACTION"), *body, Statement.of("COMMIT")]
 
     def plan(self) -> list[Statement]:
@@ -220,6 +230,7 @@ def root_resolution(
         namespace="",
         data_path=data_path,
         catalog=catalog,
+        base_catalog=catalog,
         setup=(secret,) if secret else (),
         target=attach_statement(catalog, lake_alias(settings.name), (*options, ("DATA_PATH", data_path))),
         targets=targets,

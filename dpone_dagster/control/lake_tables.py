@@ -1,0 +1,64 @@
+"""Control-store tables of DuckLake fork environments: tracking and the cleanup ledger.
+
+- `materialized_partition`: the latest status of every managed materialization, one row per
+  (workspace, lake, schema, table, partition); `partition_key` is `''` for unpartitioned tables.
+  Defer decisions read it: only `materialized` rows make an ancestor the owner of a table.
+- `materialized_asset_schema`: the column schema captured at the latest successful materialize
+  (an `is_current` column marks an SCD2 table, whose forks also get a `<table>_current` view).
+- `fork_ducklake_namespace`: the cleanup ledger, one row per physical location a fork ever
+  attached. The key includes catalog, storage, storage_ref and data_path (as `location_key`, the
+  SHA-256 of their canonical JSON, so long values never hit an index size limit), so settings
+  drift adds rows instead of replacing them. No foreign key to `workspace`: a row outlives its workspace until
+  both its schema and its data are gone.
+
+What a reader could get wrong: `catalog` and `storage` are canonical JSON of credential-free
+identities (environment-variable *names*, never values).
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from dpone_dagster.control.store import METADATA
+
+WORKSPACE_ID = sa.String(200)
+
+materialized_partition = sa.Table(
+    "materialized_partition",
+    METADATA,
+    sa.Column("workspace_id", WORKSPACE_ID, primary_key=True),
+    sa.Column("lake", sa.String(63), primary_key=True),
+    sa.Column("schema_name", sa.String(255), primary_key=True),
+    sa.Column("table_name", sa.String(255), primary_key=True),
+    sa.Column("partition_key", sa.String(255), primary_key=True),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("snapshot_id", sa.BigInteger, nullable=True),
+    sa.Column("config", sa.Text, nullable=True),
+    sa.Column("updated_at", sa.String(32), nullable=False),
+)
+
+materialized_asset_schema = sa.Table(
+    "materialized_asset_schema",
+    METADATA,
+    sa.Column("workspace_id", WORKSPACE_ID, primary_key=True),
+    sa.Column("lake", sa.String(63), primary_key=True),
+    sa.Column("schema_name", sa.String(255), primary_key=True),
+    sa.Column("table_name", sa.String(255), primary_key=True),
+    sa.Column("columns", sa.Text, nullable=False),
+    sa.Column("snapshot_id", sa.BigInteger, nullable=True),
+    sa.Column("updated_at", sa.String(32), nullable=False),
+)
+
+fork_ducklake_namespace = sa.Table(
+    "fork_ducklake_namespace",
+    METADATA,
+    sa.Column("workspace_id", WORKSPACE_ID, primary_key=True),
+    sa.Column("ducklake_name", sa.String(63), primary_key=True),
+    sa.Column("location_key", sa.String(64), primary_key=True),
+    sa.Column("catalog", sa.Text, nullable=False),
+    sa.Column("storage", sa.Text, nullable=False),
+    sa.Column("storage_ref", sa.String(200), nullable=False),
+    sa.Column("data_path", sa.Text, nullable=False),
+    sa.Column("metadata_schema", sa.String(63), nullable=False),
+    sa.Column("schema_dropped", sa.Boolean, nullable=False, default=False),
+)

@@ -1,0 +1,111 @@
+"""`DuckLakeResource`: the fork-aware DuckLake for the current workspace, as a Dagster resource.
+
+Assets ask it for a connection to a lake (`connect(lake, targets)`), write with plain SQL against
+`resource.alias(lake)` (the connection also `USE`s it), and then call `record_materialization`,
+whose return value is the asset's metadata: workspace, lake, table, namespace, `fork_state`,
+snapshot id. The workspace is the configured one (`DPONE_WORKSPACE`, default `prod`) unless the
+resource is given one.
+
+What a reader could get wrong: `targets` must name every table the asset writes. In a fork a
+target that is still a defer view is dropped right after the attach; a table written without being
+named as a target stays a view and the write fails (`CREATE OR REPLACE TABLE` refuses to replace
+a view) — loudly, never into the parent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+from dagster import ConfigurableResource, get_dagster_logger
+from pydantic import Field
+
+from dpone_dagster.config import DponeConfig, load_config
+from dpone_dagster.lake import duck
+from dpone_dagster.lake.naming import fork_metadata_schema, lake_alias
+from dpone_dagster.lake.resolve import ResolvedLake, TableName, resolve
+from dpone_dagster.lake.sql import quote_ident
+from dpone_dagster.lake.tracking import fork_state, record_materialization
+
+
+class DuckLakeResource(ConfigurableResource):
+    workspace: str | None = Field(
+        default=None, description="Workspace to attach as; default: the configured DPONE_WORKSPACE."
+    )
+
+    def _config(self) -> DponeConfig:
+        return load_config()
+
+    @property
+    def workspace_id(self) -> str:
+        return self.workspace or self._config().workspace
+
+    def alias(self, lake: str = "main") -> str:
+        return lake_alias(lake)
+
+    def resolve(self, lake: str = "main", targets: Sequence[str] = ()) -> ResolvedLake:
+        return resolve(self.workspace_id, lake, config=self._config(), targets=targets)
+
+    @contextmanager
+    def connect(self, lake: str = "main", targets: Sequence[str] = ()) -> Iterator:
+        resolved = self.resolve(lake, targets)
+        conn = duck.connect()
+        try:
+            for warning in resolved.apply(conn):
+                get_dagster_logger().warning(warning)
+            conn.execute(f"USE {quote_ident(resolved.alias)}")
+            yield conn
+        finally:
+            conn.close()
+
+    def record_materialization(
+        self,
+        conn,
+        table: str,
+        *,
+        lake: str = "main",
+        status: str = "materialized",
+        partition: str | None = None,
+    ) -> dict[str, object]:
+        """Track one managed materialize (columns and snapshot read from `conn`); return metadata."""
+        name = TableName.parse(table)
+        alias = lake_alias(lake)
+        columns: list[tuple[str, str]] = []
+        snapshot_id = None
+        if status == "materialized":
+            columns = [
+                (c, t)
+                for c, t in conn.execute(
+                    "SELECT column_name, data_type FROM information_schema.columns "
+                    "WHERE table_catalog = ? AND table_schema = ? AND table_name = ? "
+                    "ORDER BY ordinal_position",
+                    [alias, name.schema, name.table],
+                ).fetchall()
+            ]
+            snapshot_id = conn.execute(
+                f"SELECT max(snapshot_id) FROM {quote_ident(alias)}.snapshots()"
+            ).fetchone()[0]
+        config = self._config()
+        workspace = self.workspace_id
+        record_materialization(
+            workspace,
+            lake,
+            name.schema,
+            name.table,
+            status=status,  # type: ignore[arg-type]
+            snapshot_id=snapshot_id,
+            columns=columns,
+            partition=partition,
+            config=config,
+        )
+        state = fork_state(workspace, lake, name.schema, name.table, config)
+        metadata: dict[str, object] = {
+            "workspace": workspace,
+            "lake": lake,
+            "table": str(name),
+            "namespace": fork_metadata_schema(workspace, lake) if state.state != "own" else "(root)",
+            **state.as_metadata(),
+        }
+        if snapshot_id is not None:
+            metadata["snapshot_id"] = int(snapshot_id)
+        return metadata

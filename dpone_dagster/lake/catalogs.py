@@ -1,0 +1,154 @@
+"""Catalog adapters: PostgreSQL (psycopg) and DuckDB-file catalogs, behind `CatalogPort`.
+
+Used by fork resolution (which ancestor namespaces exist, which views are live in the fork) and by
+cleanup (drop a fork namespace). Both refuse to drop anything whose name is not a fork schema.
+
+What a reader could get wrong: a DuckDB-file catalog can be attached only once per process and is
+locked by a writing process, so `inspect` opens only the fork's *own* file (to read its live
+views), read-only, and closes it before the plan runs; ancestors' files are checked for existence
+only. A fork file already attached elsewhere in this process is reported as busy, not guessed at.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dpone_dagster.config import resolve_secret
+from dpone_dagster.errors import LakeError
+from dpone_dagster.lake.naming import is_fork_schema
+from dpone_dagster.lake.ports import CatalogFacts, CatalogPort, Namespace
+from dpone_dagster.lake.sql import CredentialResolver
+
+POSTGRES_DEFAULT_SCHEMA = "public"
+CONNECT_TIMEOUT_S = 5
+
+_LIVE_VIEWS = (
+    "SELECT s.schema_name, v.view_name, v.sql FROM {ns}.ducklake_view v "
+    "JOIN {ns}.ducklake_schema s ON s.schema_id = v.schema_id "
+    "WHERE v.end_snapshot IS NULL AND s.end_snapshot IS NULL"
+)
+
+
+class CatalogUnreachableError(LakeError):
+    code = "lake.catalog_unreachable"
+
+
+class CatalogBusyError(LakeError):
+    code = "lake.catalog_busy"
+
+
+class UnsafeNamespaceError(LakeError):
+    code = "lake.unsafe_namespace"
+
+
+def require_fork_namespace(name: str) -> str:
+    if not is_fork_schema(name):
+        raise UnsafeNamespaceError("refusing to drop a namespace that is not a fork namespace")
+    return name
+
+
+@dataclass
+class PostgresCatalog:
+    credentials: CredentialResolver = resolve_secret
+
+    def _connect(self, namespace: Namespace):
+        import psycopg
+        from psycopg.conninfo import make_conninfo
+
+        extra = {"connect_timeout": CONNECT_TIMEOUT_S}
+        if namespace.catalog.password_env:
+            extra["password"] = self.credentials(namespace.catalog.password_env)
+        try:
+            return psycopg.connect(make_conninfo(namespace.catalog.target, **extra), autocommit=True)
+        except psycopg.Error:
+            raise CatalogUnreachableError("a PostgreSQL lake catalog cannot be reached") from None
+
+    def inspect(self, namespaces: Sequence[Namespace], views_of: Namespace | None) -> CatalogFacts:
+        from psycopg import sql
+
+        by_schema = {ns.schema or POSTGRES_DEFAULT_SCHEMA: ns for ns in namespaces}
+        if views_of is not None:
+            by_schema.setdefault(views_of.schema or POSTGRES_DEFAULT_SCHEMA, views_of)
+        with self._connect(next(iter(by_schema.values()))) as conn:
+            found = {
+                row[0]
+                for row in conn.execute(
+                    "SELECT table_schema FROM information_schema.tables "
+                    "WHERE table_name = 'ducklake_metadata' AND table_schema = ANY(%s)",
+                    (list(by_schema),),
+                )
+            }
+            views: frozenset[tuple[str, str, str]] = frozenset()
+            view_schema = (views_of.schema or POSTGRES_DEFAULT_SCHEMA) if views_of else None
+            if view_schema in found:
+                query = sql.SQL(_LIVE_VIEWS).format(ns=sql.Identifier(view_schema))
+                views = frozenset((s, v, q) for s, v, q in conn.execute(query))
+        return CatalogFacts(frozenset(by_schema[s] for s in found), views)
+
+    def drop_namespace(self, namespace: Namespace) -> None:
+        from psycopg import sql
+
+        schema = require_fork_namespace(namespace.schema or "")
+        with self._connect(namespace) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+@dataclass
+class DuckDBFileCatalog:
+    """`namespace.catalog.target` is the catalog file; a fork's file is named by its schema."""
+
+    def inspect(self, namespaces: Sequence[Namespace], views_of: Namespace | None) -> CatalogFacts:
+        present = frozenset(ns for ns in namespaces if Path(ns.catalog.target).is_file())
+        views: frozenset[tuple[str, str, str]] = frozenset()
+        if views_of is not None and Path(views_of.catalog.target).is_file():
+            views = self._live_views(Path(views_of.catalog.target))
+        return CatalogFacts(present, views)
+
+    def _live_views(self, path: Path) -> frozenset[tuple[str, str, str]]:
+        from dpone_dagster.lake.duck import connect
+
+        try:
+            conn = connect(path, read_only=True, extensions=())
+        except Exception as exc:
+            raise CatalogBusyError(
+                "the fork's DuckDB catalog file is in use (attached elsewhere in this process, or "
+                f"locked by a writing process: {type(exc).__name__}); close that connection and retry"
+            ) from None
+        try:
+            rows = conn.execute(_LIVE_VIEWS.format(ns="main")).fetchall()
+            return frozenset((s, v, q) for s, v, q in rows)
+        finally:
+            conn.close()
+
+    def drop_namespace(self, namespace: Namespace) -> None:
+        path = Path(namespace.catalog.target)
+        require_fork_namespace(path.name.removesuffix(".ducklake"))
+        if path.suffix != ".ducklake":
+            raise UnsafeNamespaceError("a fork catalog file must end in .ducklake")
+        for candidate in (path, path.with_name(path.name + ".wal")):
+            candidate.unlink(missing_ok=True)
+
+
+@dataclass
+class FileOnlyCatalog:
+    """SQLite / MySQL root catalogs: present is assumed; the READ_ONLY attach itself decides."""
+
+    def inspect(self, namespaces: Sequence[Namespace], views_of: Namespace | None) -> CatalogFacts:
+        return CatalogFacts(frozenset(namespaces))
+
+    def drop_namespace(self, namespace: Namespace) -> None:
+        raise UnsafeNamespaceError("forks never create namespaces in SQLite or MySQL catalogs")
+
+
+@dataclass
+class CatalogAdapters:
+    """Picks the adapter for a catalog kind; tests replace one with a failing or counting fake."""
+
+    postgres: CatalogPort = field(default_factory=PostgresCatalog)
+    duckdb: CatalogPort = field(default_factory=DuckDBFileCatalog)
+    other: CatalogPort = field(default_factory=FileOnlyCatalog)
+
+    def for_kind(self, kind: str) -> CatalogPort:
+        return {"postgres": self.postgres, "duckdb": self.duckdb}.get(kind, self.other)

@@ -1,0 +1,188 @@
+"""`drop_fork_namespaces`: remove every namespace and data prefix a fork ever registered.
+
+Per ledger row, in two phases:
+1. schema: drop the namespace with the *registered* catalog identity (PostgreSQL
+   `DROP SCHEMA … CASCADE`; DuckDB file: delete the sibling catalog file), hard-guarded on the
+   `wm_fork_` prefix; on success the row's `schema_dropped` is set, so retries skip this phase;
+2. data: delete every object under the registered `<root>/__wm_forks/<segment>/` prefix with the
+   registered storage identity, hard-guarded on that prefix. When the registered credentials are
+   gone, the same `storage_ref` of the credential donor (the workspace being forked) is used.
+A row is deleted only after both phases succeed; anything else stays for the next attempt.
+
+What a reader could get wrong: the registered identities may point somewhere the fork's current
+settings no longer do — that is the point (settings drift must not orphan what the fork wrote).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from dpone_dagster.config import ConfigError, DponeConfig, StorageConfig, load_config
+from dpone_dagster.control.store import open_store
+from dpone_dagster.errors import DponeError, LakeError
+from dpone_dagster.lake.naming import FORK_DATA_DIR, fork_segment, is_fork_schema
+from dpone_dagster.lake.object_store import StorageAdapters
+from dpone_dagster.lake.catalogs import CatalogAdapters
+from dpone_dagster.lake.ports import Namespace
+from dpone_dagster.lake.registry import (
+    CACHE,
+    NamespaceRecord,
+    RegistrationCache,
+    delete_record,
+    mark_schema_dropped,
+    records,
+)
+from dpone_dagster.workspaces.ids import check_workspace_id
+from dpone_dagster.workspaces.repository import lake_settings
+
+log = logging.getLogger(__name__)
+
+
+class UnsafeLedgerRowError(LakeError):
+    code = "lake.unsafe_ledger_row"
+
+
+@dataclass(frozen=True)
+class LeftoverRow:
+    workspace_id: str
+    lake: str
+    metadata_schema: str
+    phase: str
+    code: str
+    schema_dropped: bool
+
+
+@dataclass
+class CleanupReport:
+    cleaned: list[tuple[str, str, str]] = field(default_factory=list)
+    leftovers: list[LeftoverRow] = field(default_factory=list)
+    objects_deleted: int = 0
+
+    @property
+    def complete(self) -> bool:
+        return not self.leftovers
+
+    @property
+    def schemas_pending(self) -> list[LeftoverRow]:
+        return [row for row in self.leftovers if not row.schema_dropped]
+
+
+@dataclass
+class CleanupPorts:
+    catalogs: CatalogAdapters = field(default_factory=CatalogAdapters)
+    storage: StorageAdapters = field(default_factory=StorageAdapters)
+    registrations: RegistrationCache = CACHE
+
+
+def registered_prefix(record: NamespaceRecord) -> str:
+    """`<root>/__wm_forks/<segment>/` of a row, or refuse when the row's data path lacks it."""
+    marker = f"/{FORK_DATA_DIR}/{fork_segment(record.workspace_id)}/"
+    head, found, _ = record.data_path.partition(marker)
+    if not found or not head:
+        raise UnsafeLedgerRowError("a ledger row's data path is not under its fork's data prefix")
+    return head + marker
+
+
+def registered_namespace(record: NamespaceRecord) -> Namespace:
+    if not is_fork_schema(record.metadata_schema):
+        raise UnsafeLedgerRowError("a ledger row names a namespace that is not a fork namespace")
+    if record.catalog.kind == "duckdb":
+        return Namespace(record.catalog.sibling(record.metadata_schema), None)
+    return Namespace(record.catalog, record.metadata_schema)
+
+
+def _credentials_present(storage: StorageConfig | None) -> bool:
+    names = [n for n in (storage.key_id_env, storage.secret_env) if n] if storage else []
+    try:
+        from dpone_dagster.config import resolve_secret
+
+        for name in names:
+            resolve_secret(name)
+    except ConfigError:
+        return False
+    return True
+
+
+def _donor_storage(
+    record: NamespaceRecord, donor: str | None, config: DponeConfig
+) -> StorageConfig | None:
+    if donor is None:
+        return record.storage
+    with open_store(config.control_store).connect() as conn:
+        lakes = lake_settings(conn, [donor], config)[donor]
+    for settings in lakes.values():
+        if settings.settings.storage_ref == record.storage_ref:
+            return settings.settings.storage
+    return record.storage
+
+
+def _clean_one(
+    record: NamespaceRecord,
+    ports: CleanupPorts,
+    engine,
+    report: CleanupReport,
+    donor: str | None,
+    config: DponeConfig,
+) -> None:
+    phase = "schema"
+    try:
+        namespace = registered_namespace(record)
+        prefix = registered_prefix(record)
+        if not record.schema_dropped:
+            ports.catalogs.for_kind(namespace.catalog.kind).drop_namespace(namespace)
+            mark_schema_dropped(engine, record)
+            record = NamespaceRecord(**{**record.__dict__, "schema_dropped": True})
+        phase = "data"
+        storage = record.storage
+        if prefix.startswith("s3://") and not _credentials_present(storage):
+            storage = _donor_storage(record, donor, config)
+        report.objects_deleted += ports.storage.for_prefix(prefix).delete_prefix(prefix, storage)
+        delete_record(engine, record)
+        report.cleaned.append((record.workspace_id, record.ducklake_name, record.metadata_schema))
+    except DponeError as exc:
+        log.warning(
+            "fork cleanup of %s/%s stopped in the %s phase: %s",
+            record.workspace_id,
+            record.ducklake_name,
+            phase,
+            exc.code,
+        )
+        report.leftovers.append(
+            LeftoverRow(
+                record.workspace_id,
+                record.ducklake_name,
+                record.metadata_schema,
+                phase,
+                exc.code,
+                record.schema_dropped,
+            )
+        )
+
+
+def drop_fork_namespaces(
+    workspace_id: str,
+    *,
+    config: DponeConfig | None = None,
+    include_deleted_children: bool = True,
+    credential_donor: str | None = None,
+    ports: CleanupPorts | None = None,
+) -> CleanupReport:
+    """Clean every ledger row of `workspace_id` (and of its already-deleted child forks)."""
+    from dpone_dagster.workspaces.repository import deleted_children
+
+    check_workspace_id(workspace_id)
+    config = config or load_config()
+    ports = ports or CleanupPorts()
+    engine = open_store(config.control_store)
+    with engine.connect() as conn:
+        owners = [workspace_id]
+        if include_deleted_children:
+            owners += [c for c in deleted_children(conn, workspace_id) if c != workspace_id]
+        rows = records(conn, owners)
+    report = CleanupReport()
+    for record in rows:
+        _clean_one(record, ports, engine, report, credential_donor, config)
+    for owner in owners:
+        ports.registrations.invalidate(str(engine.url), owner)
+    return report

@@ -1,0 +1,332 @@
+"""Fork-mode resolution: write redirect, READ_ONLY ancestors, defer views, view→table transition.
+
+A workspace resolves in fork mode when it has ancestors or its id starts with `wm-fork-` (orphaned
+forks stay isolated), unless its lake is stamped shared. Then:
+
+1. the target attach points at the fork's own namespace (PostgreSQL: `METADATA_SCHEMA` in the same
+   catalog database; DuckDB file: a sibling catalog file) and data prefix, with every reserved
+   option from settings stripped first;
+2. each ancestor lake is attached READ_ONLY from that ancestor's *own* settings (its non-reserved
+   args first, ours last so they win), never creating or migrating anything. An ancestor that is
+   a fork is attached at its fork namespace; a root or shared ancestor at its configured one. Two
+   ancestors at the same physical location are attached once (the nearer alias serves both);
+3. one `CREATE VIEW IF NOT EXISTS` per table some ancestor owns and the fork does not, pointing at
+   the nearest owner (SCD2 owners also get `<table>_current`), all in one transaction;
+4. targets that are live views in the fork are dropped right after the target attach.
+
+Cost: the control store answers in four queries and each distinct catalog database in one
+connection, so resolution grows with chain depth, never with the number of tables.
+
+What a reader could get wrong: the transition keys on the fork catalog's live views read now, not
+on recorded status (after a failed run the status cannot tell a defer view from a real table).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from dpone_dagster.config import DponeConfig, LakeConfig
+from dpone_dagster.control.store import open_store
+from dpone_dagster.errors import LakeError, WorkspaceError
+from dpone_dagster.lake.attach import (
+    ANCESTOR_OWNED_OPTIONS,
+    FORK_RESERVED_OPTIONS,
+    CatalogLocation,
+    Options,
+    absolute_data_path,
+    attach_statement,
+    catalog_location,
+    normalize_options,
+    option_value,
+    storage_secret_statement,
+    strip_options,
+)
+from dpone_dagster.lake.catalogs import CatalogAdapters, CatalogUnreachableError
+from dpone_dagster.lake.naming import (
+    ancestor_alias,
+    fork_data_path,
+    fork_metadata_schema,
+    lake_alias,
+)
+from dpone_dagster.lake.ports import CatalogFacts, Clock, Namespace, utc_now
+from dpone_dagster.lake.registry import CACHE, NamespaceRecord, RegistrationCache, register
+from dpone_dagster.lake.resolve import (
+    AncestorAttach,
+    DeferView,
+    ResolvedLake,
+    TableName,
+    root_resolution,
+)
+from dpone_dagster.lake.sql import Statement
+from dpone_dagster.lake.tracking import ChainTracking, nearest_owners, read_chain_tracking
+from dpone_dagster.workspaces.ids import check_workspace_id
+from dpone_dagster.workspaces.repository import LakeSettings, Workspace, ancestor_chain, lake_settings
+
+log = logging.getLogger(__name__)
+
+CURRENT_SUFFIX = "_current"
+
+
+class UnknownWorkspaceError(WorkspaceError):
+    code = "workspace.unknown"
+
+
+class ForkCatalogUnsupportedError(LakeError):
+    code = "lake.fork_unsupported_catalog"
+
+
+@dataclass
+class LakePorts:
+    """What resolution talks to; tests swap a catalog adapter for a failing or counting one."""
+
+    catalogs: CatalogAdapters = field(default_factory=CatalogAdapters)
+    clock: Clock = utc_now
+    registrations: RegistrationCache = CACHE
+
+
+@dataclass(frozen=True)
+class WorkspaceLakeView:
+    """One workspace's ancestor chain, each member's settings for one lake, and their tracking."""
+
+    chain: tuple[Workspace, ...]
+    settings: dict[str, LakeSettings]
+    tracking: ChainTracking
+
+    @property
+    def chain_ids(self) -> list[str]:
+        return [w.id for w in self.chain]
+
+    def is_fork_at(self, index: int) -> bool:
+        member = self.chain[index]
+        has_ancestors = index < len(self.chain) - 1
+        return (has_ancestors or member.is_throwaway) and not self.settings[member.id].shared
+
+    @property
+    def fork_mode(self) -> bool:
+        return self.is_fork_at(0)
+
+
+def workspace_lake_view(workspace_id: str, lake: str, config: DponeConfig) -> WorkspaceLakeView:
+    check_workspace_id(workspace_id)
+    config.lake(lake)
+    with open_store(config.control_store).connect() as conn:
+        chain = ancestor_chain(conn, workspace_id)
+        if not chain:
+            raise UnknownWorkspaceError(f"workspace {workspace_id!r} does not exist")
+        ids = [w.id for w in chain]
+        settings = lake_settings(conn, ids, config, lake)
+        tracking = read_chain_tracking(conn, ids, lake)
+    return WorkspaceLakeView(tuple(chain), {ws: settings[ws][lake] for ws in ids}, tracking)
+
+
+@dataclass(frozen=True)
+class PhysicalLake:
+    """Where one chain member's copy of the lake physically lives."""
+
+    workspace_id: str
+    settings: LakeConfig
+    namespace: Namespace
+    data_path: str
+    is_fork: bool
+
+    @property
+    def key(self) -> tuple[str, str | None, str]:
+        return (self.namespace.database_key, self.namespace.schema, self.data_path)
+
+
+def physical_lake(workspace_id: str, settings: LakeConfig, config: DponeConfig, *, is_fork: bool) -> PhysicalLake:
+    base = catalog_location(settings, config.project_root)
+    data_path = absolute_data_path(settings.data_path, config.project_root)
+    if not is_fork:
+        schema = option_value(normalize_options(settings.attach_args), "METADATA_SCHEMA")
+        return PhysicalLake(workspace_id, settings, Namespace(base, schema and str(schema)), data_path, False)
+    if base.kind not in ("postgres", "duckdb"):
+        raise ForkCatalogUnsupportedError(
+            f"lake {settings.name!r} has a {base.kind} catalog, which cannot hold a fork namespace; "
+            "forks refuse to run rather than write the shared catalog (share the lake instead)"
+        )
+    schema = fork_metadata_schema(workspace_id, settings.name)
+    namespace = Namespace(base.sibling(schema), None) if base.kind == "duckdb" else Namespace(base, schema)
+    return PhysicalLake(workspace_id, settings, namespace, fork_data_path(workspace_id, data_path), True)
+
+
+def _target_options(me: PhysicalLake) -> Options:
+    options = strip_options(normalize_options(me.settings.attach_args), FORK_RESERVED_OPTIONS)
+    options += (("DATA_PATH", me.data_path),)
+    if me.namespace.schema is not None:
+        options += (("METADATA_SCHEMA", me.namespace.schema),)
+    return options
+
+
+def _ancestor_options(lake: PhysicalLake) -> Options:
+    options = strip_options(normalize_options(lake.settings.attach_args), ANCESTOR_OWNED_OPTIONS)
+    options += (
+        ("DATA_PATH", lake.data_path),
+        ("OVERRIDE_DATA_PATH", True),
+        ("READ_ONLY", True),
+        ("CREATE_IF_NOT_EXISTS", False),
+    )
+    if lake.namespace.schema is not None:
+        options += (("METADATA_SCHEMA", lake.namespace.schema),)
+    return options
+
+
+def _secret_and_attach(lake: PhysicalLake, location: CatalogLocation, alias: str, options: Options):
+    secret = storage_secret_statement(lake.settings.storage, lake.data_path)
+    return ((secret,) if secret else ()) + (attach_statement(location, alias, options),)
+
+
+def _inspect(
+    ports: LakePorts, me: PhysicalLake, ancestors: Sequence[PhysicalLake]
+) -> tuple[CatalogFacts, set[str], list[str]]:
+    """One call per distinct catalog database. Returns (fork's facts, attachable ancestors, warnings)."""
+    groups: dict[str, list[PhysicalLake]] = defaultdict(list)
+    for lake in (me, *ancestors):
+        groups[lake.namespace.database_key].append(lake)
+    mine = CatalogFacts(frozenset())
+    attachable: set[str] = set()
+    warnings: list[str] = []
+    for members in groups.values():
+        adapter = ports.catalogs.for_kind(members[0].namespace.catalog.kind)
+        views_of = me.namespace if me in members else None
+        others = [m for m in members if m is not me]
+        try:
+            facts = adapter.inspect([m.namespace for m in others], views_of)
+        except CatalogUnreachableError:
+            if views_of is not None:
+                raise
+            for member in others:
+                warnings.append(
+                    f"the catalog of ancestor {member.workspace_id!r} cannot be reached; "
+                    "its tables are not deferred in this run"
+                )
+            continue
+        if views_of is not None:
+            mine = facts
+        for member in others:
+            if member.namespace in facts.bootstrapped:
+                attachable.add(member.workspace_id)
+    return mine, attachable, warnings
+
+
+def _normalized(sql: str) -> str:
+    return re.sub(r"\s+", " ", sql).strip().rstrip(";").lower()
+
+
+def _against_live(views: Sequence[DeferView], live: dict[TableName, str]) -> list[DeferView]:
+    """Drop views already live with the same definition; re-point live views that differ."""
+    out = []
+    for view in views:
+        existing = live.get(view.name)
+        if existing is None:
+            out.append(view)
+        elif _normalized(existing) != _normalized(view.select_sql()):
+            out.append(replace(view, replace=True))
+    return out
+
+
+def resolve_workspace_lake(
+    workspace_id: str,
+    lake: str,
+    config: DponeConfig,
+    targets: tuple[TableName, ...],
+    ports: LakePorts | None = None,
+) -> ResolvedLake:
+    ports = ports or LakePorts()
+    view = workspace_lake_view(workspace_id, lake, config)
+    own = view.settings[workspace_id]
+    if not view.fork_mode:
+        return root_resolution(workspace_id, own.settings, config, targets)
+
+    me = physical_lake(workspace_id, own.settings, config, is_fork=True)
+    alias = lake_alias(lake)
+    warnings: list[str] = []
+    ancestors: list[PhysicalLake] = []
+    serving: dict[str, PhysicalLake] = {}
+    by_key: dict[tuple, PhysicalLake] = {}
+    for index, member in enumerate(view.chain[1:], start=1):
+        try:
+            lake_there = physical_lake(
+                member.id, view.settings[member.id].settings, config, is_fork=view.is_fork_at(index)
+            )
+        except ForkCatalogUnsupportedError:
+            continue
+        representative = by_key.setdefault(lake_there.key, lake_there)
+        if representative is lake_there:
+            ancestors.append(lake_there)
+        serving[member.id] = representative
+
+    facts, attachable, inspect_warnings = _inspect(ports, me, ancestors)
+    warnings += inspect_warnings
+    live_views = {TableName(s, v): sql for s, v, sql in facts.live_views}
+
+    target_names = set(targets) | {TableName(t.schema, t.table + CURRENT_SUFFIX) for t in targets}
+    transition = tuple(sorted(n for n in target_names if n in live_views))
+
+    views: list[DeferView] = []
+    owned = nearest_owners(view.chain_ids, view.tracking)
+    skipped: set[str] = set()
+    for name, (index, entry) in sorted(owned.items()):
+        owner = serving.get(view.chain_ids[index])
+        if owner is None or owner.workspace_id not in attachable:
+            skipped.add(view.chain_ids[index])
+            continue
+        owner_alias = ancestor_alias(lake, owner.workspace_id)
+        views.append(DeferView(name, view.chain_ids[index], owner_alias, name))
+        companion = TableName(name.schema, name.table + CURRENT_SUFFIX)
+        if entry.is_scd2 and companion not in owned:
+            views.append(DeferView(companion, view.chain_ids[index], owner_alias, name, current_only=True))
+    for ws in sorted(skipped):
+        warnings.append(
+            f"ancestor {ws!r} owns tables of lake {lake!r} but its namespace is not reachable or "
+            "was never created; those tables read as absent in this run"
+        )
+    views = _against_live([v for v in views if v.name not in target_names], live_views)
+
+    for warning in warnings:
+        log.warning(warning)
+    attaches = tuple(
+        AncestorAttach(
+            a.workspace_id,
+            ancestor_alias(lake, a.workspace_id),
+            _secret_and_attach(a, a.namespace.catalog, ancestor_alias(lake, a.workspace_id), _ancestor_options(a)),
+        )
+        for a in ancestors
+        if a.workspace_id in attachable
+    )
+    register(
+        open_store(config.control_store),
+        NamespaceRecord(
+            workspace_id=workspace_id,
+            ducklake_name=lake,
+            metadata_schema=fork_metadata_schema(workspace_id, lake),
+            catalog=catalog_location(own.settings, config.project_root),
+            storage=own.settings.storage,
+            storage_ref=own.settings.storage_ref,
+            data_path=me.data_path,
+        ),
+        clock=ports.clock,
+        cache=ports.registrations,
+    )
+    secret_and_target = _secret_and_attach(me, me.namespace.catalog, alias, _target_options(me))
+    return ResolvedLake(
+        alias=alias,
+        workspace_id=workspace_id,
+        lake=lake,
+        fork_mode=True,
+        namespace=fork_metadata_schema(workspace_id, lake),
+        data_path=me.data_path,
+        catalog=me.namespace.catalog,
+        base_catalog=catalog_location(own.settings, config.project_root),
+        setup=secret_and_target[:-1],
+        target=secret_and_target[-1],
+        transition=transition,
+        ancestors=attaches,
+        views=tuple(views),
+        warnings=tuple(warnings),
+        targets=targets,
+    )

@@ -1,0 +1,191 @@
+"""Tracking of managed materializations, and the per-table `fork_state` computed from it.
+
+Every managed materialize records (workspace, lake, schema, table, partition, status, snapshot id,
+captured column schema). Fork resolution reads these rows for the whole ancestor chain in one query
+to decide which tables a fork defers, and to which ancestor.
+
+What a reader could get wrong: only tracked tables defer. A table an ancestor wrote with raw SQL
+(no record) or whose every recorded partition last *failed* is not owned by that ancestor, so it
+reads as absent in the fork; a defer view over a missing table would fail every unrelated job.
+A fork's own row of any status stops deferral of that table (after the view→table transition the
+view is gone, whatever the outcome of the run).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from dpone_dagster.config import DponeConfig, load_config
+from dpone_dagster.control.lake_tables import materialized_asset_schema, materialized_partition
+from dpone_dagster.control.store import open_store
+from dpone_dagster.errors import LakeError
+from dpone_dagster.lake.ports import Clock, utc_now
+from dpone_dagster.lake.resolve import SCD2_MARKER, TableName
+from dpone_dagster.workspaces.ids import check_workspace_id
+
+Status = Literal["materialized", "failed"]
+STATUSES: tuple[str, ...] = ("materialized", "failed")
+
+ForkStateName = Literal["deferred", "fork_materialized", "absent", "own"]
+Columns = Mapping[str, str] | Sequence[tuple[str, str]]
+
+
+class TrackingError(LakeError):
+    code = "lake.tracking_invalid"
+
+
+@dataclass(frozen=True)
+class ForkState:
+    """`state` of one table in one workspace; `owner` is the ancestor a deferred table reads."""
+
+    state: ForkStateName
+    owner: str | None = None
+
+    def as_metadata(self) -> dict[str, str]:
+        out = {"fork_state": self.state}
+        if self.owner is not None:
+            out["fork_owner"] = self.owner
+        return out
+
+
+@dataclass
+class TrackedTable:
+    materialized: bool = False
+    columns: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def is_scd2(self) -> bool:
+        return any(name.lower() == SCD2_MARKER for name, _ in self.columns)
+
+
+@dataclass
+class ChainTracking:
+    """Tracked tables per workspace of a chain (only workspaces with rows appear)."""
+
+    tables: dict[str, dict[TableName, TrackedTable]] = field(default_factory=dict)
+
+    def of(self, workspace_id: str) -> dict[TableName, TrackedTable]:
+        return self.tables.get(workspace_id, {})
+
+
+def _normalize_columns(columns: Columns) -> list[list[str]]:
+    pairs = columns.items() if isinstance(columns, Mapping) else columns
+    out = []
+    for pair in pairs:
+        name, type_ = pair
+        if not isinstance(name, str) or not isinstance(type_, str) or not name:
+            raise TrackingError("columns are (name, type) pairs of non-empty strings")
+        out.append([name, type_])
+    return out
+
+
+def read_chain_tracking(conn: Connection, workspace_ids: Sequence[str], lake: str) -> ChainTracking:
+    """Two queries, whatever the number of tables or workspaces."""
+    p = materialized_partition
+    result = ChainTracking()
+    rows = conn.execute(
+        sa.select(p.c.workspace_id, p.c.schema_name, p.c.table_name, p.c.status).where(
+            p.c.workspace_id.in_(list(workspace_ids)), p.c.lake == lake
+        )
+    )
+    for ws, schema, table, status in rows:
+        entry = result.tables.setdefault(ws, {}).setdefault(TableName(schema, table), TrackedTable())
+        entry.materialized = entry.materialized or status == "materialized"
+    s = materialized_asset_schema
+    rows = conn.execute(
+        sa.select(s.c.workspace_id, s.c.schema_name, s.c.table_name, s.c.columns).where(
+            s.c.workspace_id.in_(list(workspace_ids)), s.c.lake == lake
+        )
+    )
+    for ws, schema, table, columns in rows:
+        entry = result.tables.get(ws, {}).get(TableName(schema, table))
+        if entry is not None:
+            entry.columns = tuple((n, t) for n, t in json.loads(columns))
+    return result
+
+
+def nearest_owners(
+    chain_ids: Sequence[str], tracking: ChainTracking
+) -> dict[TableName, tuple[int, TrackedTable]]:
+    """For each table not tracked by `chain_ids[0]`: (index of the nearest owning ancestor, entry)."""
+    own = set(tracking.of(chain_ids[0]))
+    owners: dict[TableName, tuple[int, TrackedTable]] = {}
+    for index, ws in enumerate(chain_ids[1:], start=1):
+        for name, entry in tracking.of(ws).items():
+            if entry.materialized and name not in own and name not in owners:
+                owners[name] = (index, entry)
+    return owners
+
+
+def state_in_chain(
+    chain_ids: Sequence[str], tracking: ChainTracking, name: TableName, *, fork_mode: bool
+) -> ForkState:
+    if not fork_mode:
+        return ForkState("own")
+    mine = tracking.of(chain_ids[0]).get(name)
+    if mine is not None:
+        return ForkState("fork_materialized" if mine.materialized else "absent")
+    owner = nearest_owners(chain_ids, tracking).get(name)
+    if owner is None:
+        return ForkState("absent")
+    return ForkState("deferred", chain_ids[owner[0]])
+
+
+def record_materialization(
+    workspace_id: str,
+    lake: str,
+    schema: str,
+    table: str,
+    *,
+    status: Status,
+    snapshot_id: int | None,
+    columns: Columns,
+    partition: str | None = None,
+    config: DponeConfig | None = None,
+    clock: Clock = utc_now,
+) -> None:
+    """Upsert the latest status of one (partition of a) table; capture its columns on success."""
+    check_workspace_id(workspace_id)
+    if status not in STATUSES:
+        raise TrackingError(f"status must be one of {', '.join(STATUSES)}")
+    if not schema or not table:
+        raise TrackingError("schema and table must be non-empty")
+    cols = _normalize_columns(columns)
+    config = config or load_config()
+    now = clock().isoformat()
+    key = {
+        "workspace_id": workspace_id,
+        "lake": lake,
+        "schema_name": schema,
+        "table_name": table,
+    }
+    p, s = materialized_partition, materialized_asset_schema
+    with open_store(config.control_store).begin() as conn:
+        where = sa.and_(*(p.c[k] == v for k, v in key.items()), p.c.partition_key == (partition or ""))
+        values = {"status": status, "snapshot_id": snapshot_id, "updated_at": now}
+        if conn.execute(p.update().where(where).values(**values)).rowcount == 0:
+            conn.execute(p.insert().values(**key, partition_key=partition or "", **values))
+        if status == "materialized" and cols:
+            where = sa.and_(*(s.c[k] == v for k, v in key.items()))
+            values = {"columns": json.dumps(cols), "snapshot_id": snapshot_id, "updated_at": now}
+            if conn.execute(s.update().where(where).values(**values)).rowcount == 0:
+                conn.execute(s.insert().values(**key, **values))
+
+
+def fork_state(
+    workspace_id: str, lake: str, schema: str, table: str, config: DponeConfig | None = None
+) -> ForkState:
+    """`own` outside forks; in a fork `fork_materialized`, `deferred` (with owner) or `absent`."""
+    from dpone_dagster.lake.fork_plan import workspace_lake_view
+
+    config = config or load_config()
+    view = workspace_lake_view(workspace_id, lake, config)
+    return state_in_chain(
+        view.chain_ids, view.tracking, TableName(schema, table), fork_mode=view.fork_mode
+    )

@@ -1,0 +1,245 @@
+"""Workspaces service: create, drop, list and inspect forks, and flip a fork's lake to shared.
+
+Fork creation clones the parent's per-lake settings, strips any cloned `shared` stamp and stamps
+the lakes named in `shared_lakes` (every other lake is isolated — also lakes added to the
+configuration later, which a fork does not have rows for). Before a reused id is created, the
+leftover ledger rows of its previous incarnation are cleaned; creation refuses while one of their
+schemas still cannot be dropped, so a recreated fork never reattaches stale tables.
+
+What a reader could get wrong: dropping deletes the workspace row *first* and cleans physical
+namespaces after; a partial cleanup leaves ledger rows that `dpone fork drop ID` (or the Dagster
+job) retries later, even though the workspace no longer exists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import sqlalchemy as sa
+
+from dpone_dagster.config import DponeConfig, load_config
+from dpone_dagster.control.store import open_store
+from dpone_dagster.errors import WorkspaceError
+from dpone_dagster.lake.cleanup import CleanupPorts, CleanupReport, drop_fork_namespaces
+from dpone_dagster.lake.ports import Clock, utc_now
+from dpone_dagster.lake.registry import records
+from dpone_dagster.workspaces import repository as repo
+from dpone_dagster.workspaces.ids import ROOT_WORKSPACE, check_workspace_id
+from dpone_dagster.workspaces.permissions import require_may_drop, require_may_grant
+from dpone_dagster.workspaces.repository import MAX_CHAIN_DEPTH, Workspace
+
+
+class WorkspaceExistsError(WorkspaceError):
+    code = "workspace.exists"
+
+
+class UnknownWorkspaceError(WorkspaceError):
+    code = "workspace.unknown"
+
+
+class UnknownLakeError(WorkspaceError):
+    code = "workspace.unknown_lake"
+
+
+class RootProtectedError(WorkspaceError):
+    code = "workspace.root_protected"
+
+
+class ChainTooDeepError(WorkspaceError):
+    code = "workspace.chain_too_deep"
+
+
+class LeftoverNamespaceError(WorkspaceError):
+    code = "workspace.leftover_namespace"
+
+
+class DevWorkspacesAttachedError(WorkspaceError):
+    code = "workspace.dev_workspaces_attached"
+
+
+@dataclass(frozen=True)
+class DropResult:
+    workspace_id: str
+    workspace_deleted: bool
+    orphaned: tuple[str, ...]
+    cleanup: CleanupReport
+
+
+@dataclass(frozen=True)
+class WorkspaceSummary:
+    id: str
+    parent_id: str | None
+    owner: str
+    kind: str
+    orphaned: bool
+    shared_lakes: tuple[str, ...] = ()
+    pending_cleanup: int = 0
+    deleted: bool = False
+
+
+@dataclass
+class Workspaces:
+    """The service, bound to one configuration (and its control store)."""
+
+    config: DponeConfig = field(default_factory=load_config)
+    clock: Clock = utc_now
+    cleanup_ports: CleanupPorts | None = None
+
+    @property
+    def engine(self):
+        return open_store(self.config.control_store)
+
+    def _now(self) -> str:
+        return self.clock().isoformat()
+
+    def create_fork(
+        self,
+        workspace_id: str,
+        parent_id: str,
+        *,
+        owner: str,
+        shared_lakes: Iterable[str] = (),
+    ) -> Workspace:
+        check_workspace_id(workspace_id)
+        check_workspace_id(parent_id)
+        if workspace_id == ROOT_WORKSPACE:
+            raise RootProtectedError("the root workspace cannot be created as a fork")
+        if not owner or not owner.strip():
+            raise WorkspaceError("a fork needs an owner", code="workspace.owner_required")
+        shared = set(shared_lakes)
+        with self.engine.begin() as conn:
+            repo.ensure_root(conn, self._now())
+            if repo.get_workspace(conn, workspace_id) is not None:
+                raise WorkspaceExistsError(f"workspace {workspace_id!r} already exists")
+            chain = repo.ancestor_chain(conn, parent_id)
+            if not chain:
+                raise UnknownWorkspaceError(f"parent workspace {parent_id!r} does not exist")
+            if len(chain) >= MAX_CHAIN_DEPTH:
+                raise ChainTooDeepError(f"forks nest at most {MAX_CHAIN_DEPTH} deep")
+            parent_lakes = repo.lake_settings(conn, [parent_id], self.config)[parent_id]
+        unknown = sorted(shared - set(parent_lakes))
+        if unknown:
+            raise UnknownLakeError(f"no lake named {', '.join(map(repr, unknown))} in the parent")
+
+        leftover = drop_fork_namespaces(
+            workspace_id,
+            config=self.config,
+            include_deleted_children=False,
+            credential_donor=parent_id,
+            ports=self.cleanup_ports,
+        )
+        if leftover.schemas_pending:
+            raise LeftoverNamespaceError(
+                f"a previous workspace {workspace_id!r} left fork namespaces that cannot be dropped "
+                f"yet ({', '.join(sorted({r.code for r in leftover.schemas_pending}))}); "
+                "retry when the catalog is reachable"
+            )
+        created = Workspace(workspace_id, parent_id, owner, self._now())
+        lakes = [(s.settings, name in shared) for name, s in sorted(parent_lakes.items())]
+        try:
+            with self.engine.begin() as conn:
+                repo.insert_workspace(conn, created, lakes)
+        except sa.exc.IntegrityError:
+            raise WorkspaceExistsError(f"workspace {workspace_id!r} already exists") from None
+        return created
+
+    def drop(self, workspace_id: str, *, actor: str) -> DropResult:
+        """Delete a fork and clean its namespaces; retry cleanup when it is already deleted."""
+        check_workspace_id(workspace_id)
+        if workspace_id == ROOT_WORKSPACE:
+            raise RootProtectedError("the root workspace cannot be dropped")
+        with self.engine.begin() as conn:
+            ws = repo.get_workspace(conn, workspace_id)
+            orphaned: tuple[str, ...] = ()
+            if ws is None:
+                if not records(conn, [workspace_id]) and not repo.deleted_children(conn, workspace_id):
+                    raise UnknownWorkspaceError(f"workspace {workspace_id!r} does not exist")
+                donor = None
+            else:
+                require_may_drop(conn, ws, actor)
+                kids = repo.children(conn, workspace_id)
+                standing = sorted(k.id for k in kids if not k.is_throwaway)
+                if standing:
+                    raise DevWorkspacesAttachedError(
+                        f"standing dev workspaces are attached to {workspace_id!r}: "
+                        f"{', '.join(standing)}; drop or re-home them first"
+                    )
+                orphaned = tuple(sorted(k.id for k in kids))
+                repo.delete_workspace(conn, ws, self._now())
+                donor = ws.parent_id
+        report = drop_fork_namespaces(
+            workspace_id, config=self.config, credential_donor=donor, ports=self.cleanup_ports
+        )
+        return DropResult(workspace_id, ws is not None, orphaned, report)
+
+    def set_lake_shared(self, workspace_id: str, lake: str, shared: bool, *, actor: str) -> None:
+        """Flip one lake of a fork between shared and isolated. Ledger rows stay in place."""
+        check_workspace_id(workspace_id)
+        if workspace_id == ROOT_WORKSPACE:
+            raise RootProtectedError("the root workspace always owns its lakes")
+        with self.engine.begin() as conn:
+            ws = repo.get_workspace(conn, workspace_id)
+            if ws is None:
+                raise UnknownWorkspaceError(f"workspace {workspace_id!r} does not exist")
+            require_may_drop(conn, ws, actor)
+            lakes = repo.lake_settings(conn, [workspace_id], self.config)[workspace_id]
+            if lake not in lakes:
+                raise UnknownLakeError(f"workspace {workspace_id!r} has no lake {lake!r}")
+            repo.set_shared(conn, workspace_id, lakes[lake].settings, shared)
+
+    def grant_admin(self, workspace_id: str, actor: str, *, granted_by: str) -> None:
+        check_workspace_id(workspace_id)
+        with self.engine.begin() as conn:
+            repo.ensure_root(conn, self._now())
+            if repo.get_workspace(conn, workspace_id) is None:
+                raise UnknownWorkspaceError(f"workspace {workspace_id!r} does not exist")
+            require_may_grant(conn, workspace_id, granted_by)
+            repo.grant_admin(conn, workspace_id, actor)
+
+    def list(self) -> list[WorkspaceSummary]:
+        from dpone_dagster.control.lake_tables import fork_ducklake_namespace as ledger
+        from dpone_dagster.control.workspace_tables import workspace_lake, workspace_tombstone
+
+        with self.engine.connect() as conn:
+            rows = repo.list_workspaces(conn)
+            shared: dict[str, list[str]] = {}
+            for ws, lake in conn.execute(
+                sa.select(workspace_lake.c.workspace_id, workspace_lake.c.lake).where(
+                    workspace_lake.c.shared.is_(True)
+                )
+            ):
+                shared.setdefault(ws, []).append(lake)
+            pending = dict(
+                conn.execute(
+                    sa.select(ledger.c.workspace_id, sa.func.count()).group_by(ledger.c.workspace_id)
+                ).all()
+            )
+            tombstones = {
+                r.workspace_id: r.parent_id for r in conn.execute(sa.select(workspace_tombstone))
+            }
+        out = [
+            WorkspaceSummary(
+                id=w.id,
+                parent_id=w.parent_id,
+                owner=w.owner,
+                kind=_kind(w),
+                orphaned=w.is_throwaway and w.parent_id is None,
+                shared_lakes=tuple(sorted(shared.get(w.id, ()))),
+                pending_cleanup=pending.get(w.id, 0),
+            )
+            for w in rows
+        ]
+        live = {w.id for w in rows}
+        out += [
+            WorkspaceSummary(ws, tombstones.get(ws), "", "deleted", False, (), count, deleted=True)
+            for ws, count in sorted(pending.items())
+            if ws not in live
+        ]
+        return out
+
+
+def _kind(ws: Workspace) -> str:
+    if ws.is_root:
+        return "root"
+    return "throwaway" if ws.is_throwaway else "dev"
