@@ -36,11 +36,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, StrictBool, StrictInt, StringConstraints, model_validator
+from pydantic import Field, StrictBool, StrictInt, model_validator
 
 from dpone_dagster.contracts.base import ContractModel
 from dpone_dagster.contracts.coded import CodedError
-from dpone_dagster.contracts.bounds import Digest, LogicalPath, Name, Text, sorted_unique
+from dpone_dagster.contracts.bounds import Count, Digest, LogicalPath, Name, Text, bounded_text, sorted_unique
 from dpone_dagster.contracts.identity import digest
 
 FLOW_MANIFEST_SCHEMA = "dpone.flow-manifest.v1"
@@ -60,22 +60,18 @@ MAX_CPU_MILLICORES = 1_000_000
 MAX_MEMORY_BYTES = 2**50
 
 
-def _text(pattern: str, max_length: int) -> Any:
-    return Annotated[str, StringConstraints(strict=True, pattern=pattern, max_length=max_length)]
-
-
-PackId = _text(r"^[a-z][a-z0-9_]{0,62}$", 63)
+PackId = bounded_text(r"^[a-z][a-z0-9_]{0,62}$", 63)
 HookId = Name
-FlowSelector = _text(r"^flow:[a-z][a-z0-9_]{0,62}$", 68)
-DagSelector = _text(r"^[a-z][a-z0-9_]{0,15}:[A-Za-z0-9_.:+*/-]{1,200}$", 217)
-Schedule = _text(r"^(manual|[0-9*/,-]+( [0-9*/,-]+){4})$", 100)
-RelationName = _text(r"^[a-z_][a-z0-9_]{0,62}\.[a-z_][a-z0-9_]{0,62}$", 127)
-ContentSha256 = _text(r"^[0-9a-f]{64}$", 64)
-TaskId = _text(r"^(runtime|pre_hook\.[a-z0-9][a-z0-9_.-]{0,62})$", 72)
-CommandArg = _text(r"^[A-Za-z0-9_.:/=@+-]{1,400}$", 400)
-CpuQuantity = _text(r"^([1-9][0-9]{0,5}m|[0-9]{1,4}(\.[0-9]{1,3})?)$", 10)
-MemoryQuantity = _text(r"^[1-9][0-9]{0,12}(Ki|Mi|Gi|Ti)?$", 15)
-ParameterValue = _text(r"^[A-Za-z0-9_.:/@+-]{0,200}$", 200)
+FlowSelector = bounded_text(r"^flow:[a-z][a-z0-9_]{0,62}$", 68)
+DagSelector = bounded_text(r"^[a-z][a-z0-9_]{0,15}:[A-Za-z0-9_.:+*/-]{1,200}$", 217)
+Schedule = bounded_text(r"^(manual|[0-9*/,-]+( [0-9*/,-]+){4})$", 100)
+RelationName = bounded_text(r"^[a-z_][a-z0-9_]{0,62}\.[a-z_][a-z0-9_]{0,62}$", 127)
+ContentSha256 = bounded_text(r"^[0-9a-f]{64}$", 64)
+TaskId = bounded_text(r"^(runtime|pre_hook\.[a-z0-9][a-z0-9_.-]{0,62})$", 72)
+CommandArg = bounded_text(r"^[A-Za-z0-9_.:/=@+-]{1,400}$", 400)
+CpuQuantity = bounded_text(r"^([1-9][0-9]{0,5}m|[0-9]{1,4}(\.[0-9]{1,3})?)$", 10)
+MemoryQuantity = bounded_text(r"^[1-9][0-9]{0,12}(Ki|Mi|Gi|Ti)?$", 15)
+ParameterValue = bounded_text(r"^[A-Za-z0-9_.:/@+-]{0,200}$", 200)
 ConnectionType = Literal["duckdb", "ducklake", "postgres", "s3"]
 ConnectionAccess = Literal["read", "write", "read_write"]
 ProcessKind = Literal["flow_runtime", "sql_pre_hook"]
@@ -273,7 +269,7 @@ def pack_fingerprint(pack_body: dict[str, Any]) -> str:
 class CapturedFile(ContractModel):
     path: LogicalPath
     content_sha256: ContentSha256
-    size: Annotated[StrictInt, Field(ge=0, le=2**53 - 1)]
+    size: Count
 
 
 class CapturedHook(ContractModel):

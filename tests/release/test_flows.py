@@ -321,3 +321,32 @@ def test_sql_change_without_rebuilding_the_pack_is_drift(source: Path) -> None:
     sql.write_text(sql.read_text().replace("current_date", "current_date - 1"))
     error = refused(source, "flows.pack_drift")
     assert "tasks[1].sql[0].content_sha256" in str(error)
+
+
+# ---------------------------------------------------------------------------------------------
+# persisted identities and the fixture generator
+
+
+def test_pack_fingerprint_golden_vector() -> None:
+    body = {"schema": "dpone.flow-pack.v1", "pack_id": "p"}
+    expected = hashlib.sha256(b'dpone:dpone.flow-pack-fingerprint.v1\x00{"pack_id":"p","schema":"dpone.flow-pack.v1"}').hexdigest()
+    # Persisted in every committed pack and release: must never change.
+    assert pack_fingerprint(body) == "sha256:" + expected
+    with pytest.raises(ValueError):
+        pack_fingerprint({**body, "fingerprint": "sha256:" + "0" * 64})
+
+
+def test_build_fixtures_cli_checks_and_rewrites(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from dpone_dagster.release.packs import _main
+
+    root = tmp_path / "source"
+    shutil.copytree(SYNTHETIC / "flows", root / "flows")
+    assert _main(["build-fixtures", "--source", str(root), "--check"]) == 0
+    pack = root / PACK
+    committed = pack.read_bytes()
+    pack.write_bytes(committed.replace(b"268435456", b"268435457"))
+    assert _main(["build-fixtures", "--source", str(root), "--check"]) == 1
+    assert pack.read_bytes() != committed
+    assert "stale flows/orders_snapshot/pack.json" in capsys.readouterr().out
+    assert _main(["build-fixtures", "--source", str(root)]) == 0
+    assert pack.read_bytes() == committed
