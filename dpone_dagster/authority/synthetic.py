@@ -146,11 +146,15 @@ def synthetic_source(**overrides: object) -> ReconstructedSource:
 
 @dataclass
 class SyntheticAuthority:
-    """A complete synthetic authority: n signers, a k-of-n policy, and in-memory ports around it."""
+    """A complete synthetic authority: n signers, a k-of-n policy, and in-memory ports around it.
+
+    `policy_options` are passed to `synthetic_policy` (environments, max_grant_validity_seconds, ...).
+    """
 
     signer_count: int = 3
     threshold: int = 2
     now: datetime = SYNTHETIC_EPOCH_START + timedelta(hours=1)
+    policy_options: dict[str, object] = field(default_factory=dict)
     signers: list[SyntheticSigner] = field(init=False)
     policy: DevelopmentPolicy = field(init=False)
     clock: FixedClock = field(init=False)
@@ -160,7 +164,7 @@ class SyntheticAuthority:
 
     def __post_init__(self) -> None:
         self.signers = synthetic_signers(self.signer_count)
-        self.policy = synthetic_policy(self.signers, self.threshold)
+        self.policy = synthetic_policy(self.signers, self.threshold, **self.policy_options)  # type: ignore[arg-type]
         self.clock = FixedClock(self.now)
         self.epochs = StaticRevocationEpochs()
         self.sequences = InMemoryAcceptedSequenceStore()

@@ -52,17 +52,20 @@ def synthetic_documents() -> dict[str, ContractModel]:
     verified = verify_grant(
         grant_bytes, signatures, pinned_policy_digest=authority.policy_digest, source=synthetic_source(), ports=authority.ports
     )
-    repo = repository_digest(authority.policy.source_repository)
 
-    native = DbtDevelopmentReleaseSet(
+    binding = dict(
         authority_family="development",
         purpose="development_delivery",
         trust_tier="non_production",
         policy_digest=authority.policy_digest,
         grant_digest=verified.grant_digest,
-        source_repository_digest=repo,
+        source_repository_digest=repository_digest(authority.policy.source_repository),
         source_commit=SYNTHETIC_COMMIT,
         source_snapshot_digest=_digest("snapshot"),
+        delivery_status="delivered_dormant",
+    )
+    native = DbtDevelopmentReleaseSet(
+        **binding,
         projects=[
             DbtProjectRelease(
                 project_name="synthetic_shop",
@@ -74,7 +77,6 @@ def synthetic_documents() -> dict[str, ContractModel]:
                 route_certifications=[],
             )
         ],
-        delivery_status="delivered_dormant",
     )
     native_constituents = [
         NativeConstituent(constituent_id=native.document_digest(), artifact_wire="dpone.dbt-airflow-self-service.v2", project_names=["synthetic_shop"])
@@ -98,21 +100,13 @@ def synthetic_documents() -> dict[str, ContractModel]:
         key=SourceSidecar.sort_key,
     )
     parent = DevelopmentReleaseSetV3(
-        authority_family="development",
-        purpose="development_delivery",
-        trust_tier="non_production",
-        policy_digest=authority.policy_digest,
-        grant_digest=verified.grant_digest,
-        source_repository_digest=repo,
-        source_commit=SYNTHETIC_COMMIT,
-        source_snapshot_digest=_digest("snapshot"),
+        **binding,
         native_constituents=native_constituents,
         ordinary_constituents=ordinary_constituents,
         source_sidecars=sidecars,
         integrity_subject=integrity_subject_for(native_constituents, ordinary_constituents, sidecars),
         execution_subjects=grant.execution_subjects,
         route_certifications=[],
-        delivery_status="delivered_dormant",
     )
 
     class _Live:
@@ -136,13 +130,13 @@ def synthetic_documents() -> dict[str, ContractModel]:
     return {
         "dpone.release-set.v1": ProductionReleaseSetV1(**production, constituents=[_digest("c1")], route_certifications=[certification]),
         "dpone.release-set.v2": ProductionReleaseSetV2(
-            **production, source_repository_digest=repo, constituents=[_digest("c1")], route_certifications=[certification]
+            **production, source_repository_digest=binding["source_repository_digest"], constituents=[_digest("c1")], route_certifications=[certification]
         ),
         **{
             f"dpone.release-set.v3.{profile}": ProductionCompositionV3(
                 **production,
                 profile=profile,
-                source_repository_digest=repo,
+                source_repository_digest=binding["source_repository_digest"],
                 native_constituent=_digest("native"),
                 plain_transfer_constituents=[_digest("transfer")],
                 route_certifications=[certification],

@@ -47,21 +47,22 @@ def _valid_timestamp(value: str) -> str:
     return value
 
 
-def _bounded_text(pattern: str, max_length: int) -> Any:
+def bounded_text(pattern: str, max_length: int) -> Any:
+    """A strict string type limited by a regular expression and a maximum length."""
     return Annotated[str, StringConstraints(strict=True, pattern=pattern, max_length=max_length)]
 
 
-Digest = _bounded_text(DIGEST_PATTERN, 71)
-GitCommit = _bounded_text(r"^[0-9a-f]{40}$", 40)
-Timestamp = Annotated[_bounded_text(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$", 20), AfterValidator(_valid_timestamp)]
-Name = _bounded_text(r"^[a-z0-9][a-z0-9_.-]{0,62}$", 63)
-Identifier = _bounded_text(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,255}$", 256)
+Digest = bounded_text(DIGEST_PATTERN, 71)
+GitCommit = bounded_text(r"^[0-9a-f]{40}$", 40)
+Timestamp = Annotated[bounded_text(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$", 20), AfterValidator(_valid_timestamp)]
+Name = bounded_text(r"^[a-z0-9][a-z0-9_.-]{0,62}$", 63)
+Identifier = bounded_text(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,255}$", 256)
 WorkloadId = Identifier
-RepositoryName = _bounded_text(r"^[a-z0-9][a-z0-9._-]*(/[a-z0-9][a-z0-9._-]*){0,7}$", 200)
-LogicalPath = _bounded_text(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*(/[A-Za-z0-9_][A-Za-z0-9_.-]*){0,15}$", 400)
-Text = _bounded_text(r"^[^\x00-\x1f\x7f]*$", 400)
-PublicKeyHex = _bounded_text(r"^[0-9a-f]{64}$", 64)
-SignatureHex = _bounded_text(r"^[0-9a-f]{128}$", 128)
+RepositoryName = bounded_text(r"^[a-z0-9][a-z0-9._-]*(/[a-z0-9][a-z0-9._-]*){0,7}$", 200)
+LogicalPath = bounded_text(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*(/[A-Za-z0-9_][A-Za-z0-9_.-]*){0,15}$", 400)
+Text = bounded_text(r"^[^\x00-\x1f\x7f]*$", 400)
+PublicKeyHex = bounded_text(r"^[0-9a-f]{64}$", 64)
+SignatureHex = bounded_text(r"^[0-9a-f]{128}$", 128)
 
 Count = Annotated[StrictInt, Field(ge=0, le=MAX_SAFE_INTEGER)]
 PositiveCount = Annotated[StrictInt, Field(ge=1, le=MAX_SAFE_INTEGER)]

@@ -60,15 +60,9 @@ class ExecutionSubject(ContractModel):
         return (self.workload, self.kind, self.hook_id or "")
 
 
-class DevelopmentGrant(ContractModel):
-    """A signed, bounded, expiring permission to deliver (never to execute) development workloads."""
+class GrantScope(ContractModel):
+    """What a grant authorizes, shared verbatim by the grant and the verified authority receipt."""
 
-    KIND = GRANT_SCHEMA
-
-    schema_: Literal["dpone.development-authority.v1"] = Field(default=GRANT_SCHEMA, alias="schema")
-    purpose: Literal["development_delivery"]
-    trust_tier: Literal["non_production"]
-    policy_digest: Digest
     environment: Name
     source_repository_digest: Digest
     source_commit: GitCommit
@@ -78,12 +72,10 @@ class DevelopmentGrant(ContractModel):
     sequence: PositiveCount
     native_membership: sorted_unique(WorkloadId, max_length=MAX_WORKLOADS)
     ordinary_membership: sorted_unique(WorkloadId, max_length=MAX_WORKLOADS)
-    max_workloads: WorkloadCount
-    max_source_bytes: PositiveCount
     execution_subjects: sorted_unique(ExecutionSubject, max_length=MAX_WORKLOADS, key=ExecutionSubject.sort_key)
 
     @model_validator(mode="after")
-    def _coherent(self) -> DevelopmentGrant:
+    def _coherent(self) -> GrantScope:
         if parse_timestamp(self.expires_at) <= parse_timestamp(self.not_before):
             raise ValueError("expires_at must be later than not_before")
         native, ordinary = set(self.native_membership), set(self.ordinary_membership)
@@ -100,6 +92,19 @@ class DevelopmentGrant(ContractModel):
     @property
     def membership(self) -> frozenset[str]:
         return frozenset(self.native_membership) | frozenset(self.ordinary_membership)
+
+
+class DevelopmentGrant(GrantScope):
+    """A signed, bounded, expiring permission to deliver (never to execute) development workloads."""
+
+    KIND = GRANT_SCHEMA
+
+    schema_: Literal["dpone.development-authority.v1"] = Field(default=GRANT_SCHEMA, alias="schema")
+    purpose: Literal["development_delivery"]
+    trust_tier: Literal["non_production"]
+    policy_digest: Digest
+    max_workloads: WorkloadCount
+    max_source_bytes: PositiveCount
 
 
 class DetachedSignature(ContractModel):

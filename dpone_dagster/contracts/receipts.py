@@ -21,20 +21,16 @@ from pydantic import Field, model_validator
 from dpone_dagster.contracts.base import ContractModel
 from dpone_dagster.contracts.bounds import (
     MAX_SIGNERS,
-    MAX_WORKLOADS,
     Count,
     Digest,
-    GitCommit,
     Identifier,
     Name,
-    PositiveCount,
     RepositoryName,
     Timestamp,
-    WorkloadId,
     parse_timestamp,
     sorted_unique,
 )
-from dpone_dagster.contracts.grant import ExecutionSubject
+from dpone_dagster.contracts.grant import GrantScope
 from dpone_dagster.contracts.policy import DeliveryLimits
 
 AUTHORITY_RECEIPT_SCHEMA = "dpone.development-authority-receipt.v1"
@@ -45,7 +41,7 @@ ACTIVATION_RECEIPT_SCHEMA = "dpone.activation-receipt.v1"
 ActivationPurpose = Literal["activate", "pointer_recovery", "audit_repair"]
 
 
-class DevelopmentAuthorityReceipt(ContractModel):
+class DevelopmentAuthorityReceipt(GrantScope):
     """The typed, secret-free result of verifying a policy and a threshold-signed grant."""
 
     KIND = AUTHORITY_RECEIPT_SCHEMA
@@ -59,17 +55,7 @@ class DevelopmentAuthorityReceipt(ContractModel):
     grant_digest: Digest
     signature_subject_digest: Digest
     signer_key_ids: sorted_unique(Digest, min_length=1, max_length=MAX_SIGNERS)
-    environment: Name
     source_repository: RepositoryName
-    source_repository_digest: Digest
-    source_commit: GitCommit
-    not_before: Timestamp
-    expires_at: Timestamp
-    revocation_epoch: Count
-    sequence: PositiveCount
-    native_membership: sorted_unique(WorkloadId, max_length=MAX_WORKLOADS)
-    ordinary_membership: sorted_unique(WorkloadId, max_length=MAX_WORKLOADS)
-    execution_subjects: sorted_unique(ExecutionSubject, max_length=MAX_WORKLOADS, key=ExecutionSubject.sort_key)
     effective_limits: DeliveryLimits
     verified_at: Timestamp
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, StringConstraints, model_validator
+from pydantic import Field, model_validator
 
 from dpone_dagster.contracts.base import ContractModel
 from dpone_dagster.contracts.bounds import (
@@ -45,8 +45,10 @@ from dpone_dagster.contracts.bounds import (
     Name,
     Timestamp,
     WorkloadId,
+    bounded_text,
     sorted_unique,
 )
+from dpone_dagster.contracts.flows import ContentSha256, FlowSelector, PackId
 from dpone_dagster.contracts.grant import ExecutionSubject
 from dpone_dagster.contracts.identity import digest
 
@@ -60,18 +62,47 @@ SYNTHETIC_PROFILE = "synthetic_composition_validation"
 PRODUCTION_PROFILES = ("production_workspace_composition_v1", "production_plain_transfer_composition_v1")
 INTEGRITY_SUBJECT_KIND = "dpone.release-integrity-subject.v1"
 
-DbtProjectName = Annotated[str, StringConstraints(strict=True, pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$", max_length=128)]
-ContentSha256 = Annotated[str, StringConstraints(strict=True, pattern=r"^[0-9a-f]{64}$", max_length=64)]
-FlowSelector = Annotated[str, StringConstraints(strict=True, pattern=r"^[a-z][a-z0-9_]{0,15}:[A-Za-z0-9_.:+*/-]{1,200}$", max_length=217)]
+DbtProjectName = bounded_text(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$", 128)
+DbtChecksumText = bounded_text(r"^[^\x00-\x1f]*$", 400)
 NoRouteCertifications = Annotated[tuple[Any, ...], Field(max_length=0)]
 DeliveryStatus = Literal["delivered_dormant"]
 
 
-class _VersionThreeDocument(ContractModel):
-    """A `dpone.release-set.v3` document: its identity domain is refined by its profile."""
+class _ProfiledIdentity:
+    """Mixin for `dpone.release-set.v3` documents: the identity domain is refined by the profile."""
 
     def identity_kind(self) -> str:
-        return f"{self.KIND}.{self.profile}"  # type: ignore[attr-defined]
+        return f"{type(self).KIND}.{getattr(self, 'profile')}"
+
+
+class _DevelopmentBinding(ContractModel):
+    """What every development release document binds: family, tier, authority and exact source."""
+
+    authority_family: Literal["development"]
+    purpose: Literal["development_delivery"]
+    trust_tier: Literal["non_production"]
+    policy_digest: Digest
+    grant_digest: Digest
+    source_repository_digest: Digest
+    source_commit: GitCommit
+    source_snapshot_digest: Digest
+    delivery_status: DeliveryStatus
+
+
+class RouteCertification(ContractModel):
+    route_id: Identifier
+    evidence_digest: Digest
+    certified_at: Timestamp
+
+
+class _ProductionRelease(ContractModel):
+    """What every production release document carries: certified routes for an exact commit."""
+
+    purpose: Literal["production_release"]
+    trust_tier: Literal["production"]
+    release_name: Name
+    source_commit: GitCommit
+    route_certifications: sorted_unique(RouteCertification, min_length=1, max_length=1024, key=lambda item: item.route_id)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -82,7 +113,7 @@ class DbtChecksum(ContractModel):
     """A node checksum exactly as dbt's manifest records it."""
 
     name: Literal["sha256", "path", "none"]
-    checksum: Annotated[str, StringConstraints(strict=True, pattern=r"^[^\x00-\x1f]*$", max_length=400)]
+    checksum: DbtChecksumText
 
 
 class DbtNode(ContractModel):
@@ -99,23 +130,14 @@ class DbtProjectRelease(ContractModel):
     route_certifications: NoRouteCertifications
 
 
-class DbtDevelopmentReleaseSet(ContractModel):
+class DbtDevelopmentReleaseSet(_DevelopmentBinding):
     """A complete native dbt workspace delivered under development authority (dormant)."""
 
     KIND = DBT_DEVELOPMENT_SCHEMA
 
     schema_: Literal["dpone.dbt-release-set.development.v1"] = Field(default=DBT_DEVELOPMENT_SCHEMA, alias="schema")
     artifact_wire: Literal["dpone.dbt-airflow-self-service.v2"] = ARTIFACT_WIRE
-    authority_family: Literal["development"]
-    purpose: Literal["development_delivery"]
-    trust_tier: Literal["non_production"]
-    policy_digest: Digest
-    grant_digest: Digest
-    source_repository_digest: Digest
-    source_commit: GitCommit
-    source_snapshot_digest: Digest
     projects: sorted_unique(DbtProjectRelease, min_length=1, max_length=256, key=lambda project: project.project_name)
-    delivery_status: DeliveryStatus
 
     @model_validator(mode="after")
     def _nodes_unique_across_projects(self) -> DbtDevelopmentReleaseSet:
@@ -139,9 +161,9 @@ class NativeConstituent(ContractModel):
 
 class OrdinaryConstituent(ContractModel):
     constituent_id: Digest
-    pack_id: Name
+    pack_id: PackId
     selector: FlowSelector
-    dag_id: Name
+    dag_id: PackId
     fingerprint: Digest
     dag_content_sha256: ContentSha256
     hook_ids: tuple[Name, ...] = Field(max_length=32)
@@ -181,28 +203,19 @@ def integrity_subject_for(
     )
 
 
-class DevelopmentReleaseSetV3(_VersionThreeDocument):
+class DevelopmentReleaseSetV3(_ProfiledIdentity, _DevelopmentBinding):
     """The development parent: one immutable delivery of native and ordinary constituents."""
 
     KIND = RELEASE_SET_V3_SCHEMA
 
     schema_: Literal["dpone.release-set.v3"] = Field(default=RELEASE_SET_V3_SCHEMA, alias="schema")
     profile: Literal["development_workspace_delivery_v1"] = DEVELOPMENT_PROFILE
-    authority_family: Literal["development"]
-    purpose: Literal["development_delivery"]
-    trust_tier: Literal["non_production"]
-    policy_digest: Digest
-    grant_digest: Digest
-    source_repository_digest: Digest
-    source_commit: GitCommit
-    source_snapshot_digest: Digest
     native_constituents: sorted_unique(NativeConstituent, max_length=256, key=lambda item: item.constituent_id)
     ordinary_constituents: sorted_unique(OrdinaryConstituent, max_length=MAX_WORKLOADS, key=lambda item: item.pack_id)
     source_sidecars: sorted_unique(SourceSidecar, min_length=1, max_length=MAX_LIST * 4, key=SourceSidecar.sort_key)
     integrity_subject: Digest
     execution_subjects: sorted_unique(ExecutionSubject, max_length=MAX_WORKLOADS, key=ExecutionSubject.sort_key)
     route_certifications: NoRouteCertifications
-    delivery_status: DeliveryStatus
 
     @model_validator(mode="after")
     def _closed_and_consistent(self) -> DevelopmentReleaseSetV3:
@@ -228,58 +241,37 @@ class DevelopmentReleaseSetV3(_VersionThreeDocument):
 # Production family (unchanged by the development family; minimal closed shapes)
 
 
-class RouteCertification(ContractModel):
-    route_id: Identifier
-    evidence_digest: Digest
-    certified_at: Timestamp
-
-
-class ProductionReleaseSetV1(ContractModel):
+class ProductionReleaseSetV1(_ProductionRelease):
     KIND = RELEASE_SET_V1_SCHEMA
 
     schema_: Literal["dpone.release-set.v1"] = Field(default=RELEASE_SET_V1_SCHEMA, alias="schema")
-    purpose: Literal["production_release"]
-    trust_tier: Literal["production"]
-    release_name: Name
-    source_commit: GitCommit
     constituents: sorted_unique(Digest, min_length=1, max_length=256)
-    route_certifications: sorted_unique(RouteCertification, min_length=1, max_length=1024, key=lambda item: item.route_id)
 
 
-class ProductionReleaseSetV2(ContractModel):
+class ProductionReleaseSetV2(_ProductionRelease):
     KIND = RELEASE_SET_V2_SCHEMA
 
     schema_: Literal["dpone.release-set.v2"] = Field(default=RELEASE_SET_V2_SCHEMA, alias="schema")
     artifact_wire: Literal["dpone.dbt-airflow-self-service.v2"] = ARTIFACT_WIRE
-    purpose: Literal["production_release"]
-    trust_tier: Literal["production"]
-    release_name: Name
     source_repository_digest: Digest
-    source_commit: GitCommit
     constituents: sorted_unique(Digest, min_length=1, max_length=256)
-    route_certifications: sorted_unique(RouteCertification, min_length=1, max_length=1024, key=lambda item: item.route_id)
 
 
-class ProductionCompositionV3(_VersionThreeDocument):
+class ProductionCompositionV3(_ProfiledIdentity, _ProductionRelease):
     KIND = RELEASE_SET_V3_SCHEMA
 
     schema_: Literal["dpone.release-set.v3"] = Field(default=RELEASE_SET_V3_SCHEMA, alias="schema")
     profile: Literal["production_workspace_composition_v1", "production_plain_transfer_composition_v1"]
-    purpose: Literal["production_release"]
-    trust_tier: Literal["production"]
-    release_name: Name
     source_repository_digest: Digest
-    source_commit: GitCommit
     native_constituent: Digest
     plain_transfer_constituents: sorted_unique(Digest, max_length=256)
-    route_certifications: sorted_unique(RouteCertification, min_length=1, max_length=1024, key=lambda item: item.route_id)
 
 
 # ---------------------------------------------------------------------------------------------
 # Synthetic family (validation campaigns over generated data only)
 
 
-class SyntheticCompositionV3(_VersionThreeDocument):
+class SyntheticCompositionV3(_ProfiledIdentity, ContractModel):
     KIND = RELEASE_SET_V3_SCHEMA
 
     schema_: Literal["dpone.release-set.v3"] = Field(default=RELEASE_SET_V3_SCHEMA, alias="schema")

@@ -10,7 +10,7 @@ import pytest
 
 from dpone_dagster.authority.error_catalog import all_codes, owner_of
 from dpone_dagster.authority.memory import InMemoryPolicySource
-from dpone_dagster.authority.ports import AcceptedSequence, AuthorityPorts
+from dpone_dagster.authority.ports import AuthorityPorts
 from dpone_dagster.authority.synthetic import SYNTHETIC_EPOCH_START, SyntheticAuthority, SyntheticSigner, synthetic_source
 from dpone_dagster.authority.target_admission import CurrentTarget, ReceiptIssuer
 from dpone_dagster.authority.verification import verify_grant, verify_policy

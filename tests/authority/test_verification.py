@@ -9,7 +9,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from dpone_dagster.authority.errors import AuthorityError
-from dpone_dagster.authority.memory import FixedClock, InMemoryPolicySource
+from dpone_dagster.authority.memory import InMemoryPolicySource
 from dpone_dagster.authority.ports import AcceptedSequence, AuthorityPorts
 from dpone_dagster.authority.synthetic import (
     SYNTHETIC_EPOCH_START,
@@ -143,15 +143,7 @@ def test_environment_not_allowed(authority: SyntheticAuthority) -> None:
 
 
 def test_window_too_long_against_policy_and_absolute_bound() -> None:
-    short = SyntheticAuthority()
-    short.policy = synthetic_policy(short.signers, 2, max_grant_validity_seconds=3600)
-    short.ports = AuthorityPorts(
-        clock=short.clock,
-        policies=InMemoryPolicySource({short.policy_digest: short.policy.canonical_bytes()}),
-        epochs=short.epochs,
-        sequences=short.sequences,
-        signatures=short.ports.signatures,
-    )
+    short = SyntheticAuthority(policy_options={"max_grant_validity_seconds": 3600})
     _refused("authority.window_too_long", short, *short.signed())  # 24h grant, 1h policy
 
     authority = SyntheticAuthority()
@@ -196,15 +188,7 @@ def test_rollback_protection_and_identical_retry(authority: SyntheticAuthority) 
 
 
 def test_sequence_is_scoped_per_environment() -> None:
-    authority = SyntheticAuthority()
-    authority.policy = synthetic_policy(authority.signers, 2, environments=("synthetic-a", "synthetic-b"))
-    authority.ports = AuthorityPorts(
-        clock=authority.clock,
-        policies=InMemoryPolicySource({authority.policy_digest: authority.policy.canonical_bytes()}),
-        epochs=authority.epochs,
-        sequences=authority.sequences,
-        signatures=authority.ports.signatures,
-    )
+    authority = SyntheticAuthority(policy_options={"environments": ("synthetic-a", "synthetic-b")})
     assert _verify(authority, *authority.signed(authority.grant(environment="synthetic-a", sequence=9)))
     assert _verify(authority, *authority.signed(authority.grant(environment="synthetic-b", sequence=1)))
 
