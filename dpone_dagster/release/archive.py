@@ -15,6 +15,8 @@ at a NUL byte).
 
 from __future__ import annotations
 
+import gzip
+import hashlib
 import io
 import lzma
 import os
@@ -301,16 +303,12 @@ class TarFormat:
         self._raw: MeteredReader | None = None
 
     def entries(self) -> Iterator[Entry]:
-        import hashlib
-
         self._handle.seek(0)
         self._hasher = hashlib.sha256()
         raw = MeteredReader(self._handle, self._on_raw)
         self._raw = raw
         stream: BinaryIO = raw  # type: ignore[assignment]
         if self._compressed:
-            import gzip
-
             guard = RatioGuard(self._limits, lambda: raw.count)
             stream = MeteredReader(gzip.GzipFile(fileobj=raw, mode="rb"), lambda chunk: guard.add(len(chunk)))  # type: ignore[assignment]
         try:
@@ -401,8 +399,6 @@ class ZipFormat:
         self._sha256 = ""
 
     def entries(self) -> Iterator[Entry]:
-        import hashlib
-
         entries, directory_size = zip_declared_entries(self._handle, self._size)
         if entries > self._limits.max_members:
             raise fail("source.too_many_members", f"the zip declares more than {self._limits.max_members} entries")

@@ -23,6 +23,7 @@ are refused outright.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import re
 import sys
 from collections.abc import Mapping
@@ -345,8 +346,6 @@ def build_pack(
 
     `sql_sources` maps source-tree paths (`<workload_dir>/<manifest path>`) to bytes.
     """
-    import hashlib
-
     where = where or f"{workload_dir}/{MANIFEST_FILE}"
     refs: dict[str, SqlFileRef] = {}
     writes: set[str] = set()

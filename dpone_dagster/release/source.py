@@ -21,6 +21,7 @@ re-verifies each file against the snapshot, never by opening paths under `root` 
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import os
 import shutil
@@ -364,8 +365,6 @@ def build_source_archive(
     exclude: frozenset[str] = DEFAULT_CHECKOUT_EXCLUDES,
 ) -> BuiltArchive:
     """Write a deterministic tar.gz of `checkout` to `destination` (atomically) and describe it."""
-    import gzip
-
     checkout_format = CheckoutFormat(Path(checkout), exclude)
     snapshot = SourceSnapshot(_read_members(checkout_format, limits, _NullSink()))
     target = Path(destination)
