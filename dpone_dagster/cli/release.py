@@ -1,7 +1,114 @@
-"""`dpone release` commands."""
+"""`dpone release show PATH` and `dpone release verify PATH`: read-only inspection of development releases.
+
+PATH is one of:
+- an installed deployment directory (`<cache>/deployments/<hex>`, holding `deployment.json`);
+- a commit object of a local registry (`<registry>/releases/<hex>.json`);
+- a directory of release members with `release.json` at its top (an exported bundle).
+
+Both commands re-verify every byte (`open_bundle`) and write nothing. There is deliberately no
+command that publishes, installs, activates or admits: those run only through the Dagster assets
+with the platform-adapter resources, and nothing read here (embedded grant digests, deployment
+records) is ever treated as authority.
+"""
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
 import typer
 
+from dpone_dagster.contracts.bounds import parse_timestamp
+from dpone_dagster.contracts.coded import CodedError
+from dpone_dagster.release.bundle import PARENT_PATH, ReleaseBundle, open_bundle
+from dpone_dagster.release.install import read_deployment
+from dpone_dagster.release.install_records import DeploymentRecord
+from dpone_dagster.release.object_stores import LocalDirectoryStore
+from dpone_dagster.release.registry import RELEASES, ReleaseRegistry
+
 app = typer.Typer(no_args_is_help=True, add_completion=False)
+
+
+@dataclass(frozen=True)
+class Inspected:
+    kind: str
+    bundle: ReleaseBundle
+    record: DeploymentRecord | None
+
+
+def inspect_path(path: Path) -> Inspected:
+    """Open PATH as an installed deployment, a registry commit or a member directory, fully verified."""
+    path = Path(path)
+    if path.is_dir() and (path / "deployment.json").is_file():
+        installed = read_deployment(path, "sha256:" + path.name)
+        return Inspected("installed", installed.bundle, installed.record)
+    if path.is_file() and path.parent.name == RELEASES.rstrip("/") and path.name.endswith(".json"):
+        registry = ReleaseRegistry(LocalDirectoryStore(path.parent.parent), name="local registry")
+        return Inspected("published", registry.fetch("sha256:" + path.name.removesuffix(".json")), None)
+    if path.is_dir() and (path / PARENT_PATH).is_file():
+        members = {item.relative_to(path).as_posix(): item.read_bytes() for item in path.rglob("*") if item.is_file()}
+        return Inspected("bundle", open_bundle(members), None)
+    raise typer.BadParameter("not an installed deployment, a registry commit object or a release directory")
+
+
+def summary(inspected: Inspected, now: datetime) -> dict[str, object]:
+    bundle, parent = inspected.bundle, inspected.bundle.parent
+    data: dict[str, object] = {
+        "kind": inspected.kind,
+        "release_id": bundle.release_id,
+        "family": parent.authority_family,
+        "profile": parent.profile,
+        "trust_tier": parent.trust_tier,
+        "delivery_status": parent.delivery_status,
+        "execution": "none: development releases are delivered dormant",
+        "policy_digest": parent.policy_digest,
+        "grant_digest": parent.grant_digest,
+        "source_commit": parent.source_commit,
+        "source_snapshot_digest": parent.source_snapshot_digest,
+        "native_projects": {doc.project_name: len(doc.nodes) for native in bundle.native for doc in native.projects},
+        "ordinary_workloads": [
+            {"pack_id": w.pack_id, "selector": w.selector, "dag_id": w.dag_id, "pre_hooks": list(w.hook_order)}
+            for w in bundle.ordinary
+        ],
+        "source_files": len(parent.source_sidecars),
+        "source_bytes": bundle.source_bytes,
+        "members": len(bundle.members),
+    }
+    if inspected.record is not None:
+        record = inspected.record
+        data.update(
+            deployment_id=record.deployment_id,
+            environment=record.environment,
+            installed_at=record.installed_at,
+            authority_expires_at=record.authority_expires_at,
+            authority_expired=now >= parse_timestamp(record.authority_expires_at),
+        )
+    return data
+
+
+def _open_or_exit(path: Path) -> Inspected:
+    try:
+        return inspect_path(path)
+    except CodedError as error:
+        typer.echo(f"refused: [{error.code}] {error.message}", err=True)
+        raise typer.Exit(code=1) from None
+
+
+@app.command("show")
+def show(path: Path, as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:
+    """Show a published or installed development release (re-verified, read-only)."""
+    data = summary(_open_or_exit(path), datetime.now(UTC))
+    if as_json:
+        typer.echo(json.dumps(data, indent=2, sort_keys=True))
+        return
+    for key, value in data.items():
+        typer.echo(f"{key:24} {json.dumps(value) if isinstance(value, (dict, list)) else value}")
+
+
+@app.command("verify")
+def verify(path: Path) -> None:
+    """Re-verify every byte of a published or installed release; exit 1 with the error code if any differs."""
+    inspected = _open_or_exit(path)
+    typer.echo(f"verified {inspected.kind} release {inspected.bundle.release_id} ({len(inspected.bundle.members)} members)")

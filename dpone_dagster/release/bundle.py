@@ -13,8 +13,8 @@ the parent document, whose profile-refined digest is the release identity:
 `open_bundle` is the one "full sealed-projection and artifact-integrity validation": publication,
 registry reads, cache installation, activation (twice), recovery, repair and the CLI all call it.
 
-What a reader could get wrong: the release identity is `digest(parent.identity_kind(), parent)`; the
-kind includes the v3 profile, so `parent.document_digest()` (kind without profile) is *not* it.
+What a reader could get wrong: the release identity is the parent's digest in the domain
+`dpone.release-set.v3.<profile>`; the same bytes under another v3 profile would have another identity.
 """
 
 from __future__ import annotations
@@ -57,7 +57,8 @@ def content_sha256(data: bytes) -> str:
 
 
 def release_id_of(parent: DevelopmentReleaseSetV3) -> str:
-    return digest(parent.identity_kind(), parent)
+    """The release identity: the parent's digest in its profile-refined domain (`identity_kind()`)."""
+    return parent.document_digest()
 
 
 def ordinary_constituent_id(workload: CapturedWorkload) -> str:

@@ -142,7 +142,7 @@ class ReleaseCache:
                 self.files.write_new(staging / "members" / path, data)
                 staged.append(path)
             self.files.write_new(staging / "deployment.json", record.canonical_bytes())
-            self._read_installed(staging, bundle.release_id)
+            read_deployment(staging, bundle.release_id)
             self.files.make_dirs(final.parent)
             self.files.rename_new(staging, final)
         except FileExistsError:
@@ -168,28 +168,7 @@ class ReleaseCache:
         path = self._deployment_dir(release_id)
         if not path.is_dir():
             raise ActivationError("release.not_installed", "that release is not installed in this cache")
-        return self._read_installed(path, release_id)
-
-    def _read_installed(self, path: Path, release_id: str) -> InstalledRelease:
-        record = _read_document(DeploymentRecord, path / "deployment.json")
-        if record is None or record.release_id != release_id:
-            raise IntegrityError("release.integrity_mismatch", "the deployment record is missing or names another release")
-        members_root = path / "members"
-        members = {}
-        for member in record.members:
-            try:
-                members[member.path] = (members_root / member.path).read_bytes()
-            except OSError:
-                raise IntegrityError("release.integrity_mismatch", f"installed member {member.path!r} is missing") from None
-        stray = [p for p in members_root.rglob("*") if p.is_file() and p.relative_to(members_root).as_posix() not in members]
-        if stray:
-            raise IntegrityError("release.integrity_mismatch", "the installed deployment holds files its record does not list")
-        bundle = open_bundle(members, expected_release_id=release_id)
-        if record.members != bundle.member_digests() or record.grant_digest != bundle.parent.grant_digest:
-            raise IntegrityError("release.integrity_mismatch", "the deployment record disagrees with the installed bytes")
-        if record.deployment_id != deployment_id_of(release_id, record.environment):
-            raise IntegrityError("release.integrity_mismatch", "the deployment record names another deployment")
-        return InstalledRelease(bundle=bundle, record=record, path=path)
+        return read_deployment(path, release_id)
 
     def deployments(self) -> list[str]:
         root = self.root / "deployments"
@@ -370,6 +349,29 @@ class ReleaseCache:
 
     def _recovery_required(self, why: str) -> ActivationError:
         return ActivationError("release.activation_recovery_required", f"{why}; run activation recovery")
+
+
+def read_deployment(path: Path, release_id: str) -> InstalledRelease:
+    """Read and fully verify one installed deployment directory (no receipt needed: read-only)."""
+    record = _read_document(DeploymentRecord, path / "deployment.json")
+    if record is None or record.release_id != release_id:
+        raise IntegrityError("release.integrity_mismatch", "the deployment record is missing or names another release")
+    members_root = path / "members"
+    members = {}
+    for member in record.members:
+        try:
+            members[member.path] = (members_root / member.path).read_bytes()
+        except OSError:
+            raise IntegrityError("release.integrity_mismatch", f"installed member {member.path!r} is missing") from None
+    stray = [p for p in members_root.rglob("*") if p.is_file() and p.relative_to(members_root).as_posix() not in members]
+    if stray:
+        raise IntegrityError("release.integrity_mismatch", "the installed deployment holds files its record does not list")
+    bundle = open_bundle(members, expected_release_id=release_id)
+    if record.members != bundle.member_digests() or record.grant_digest != bundle.parent.grant_digest:
+        raise IntegrityError("release.integrity_mismatch", "the deployment record disagrees with the installed bytes")
+    if record.deployment_id != deployment_id_of(release_id, record.environment):
+        raise IntegrityError("release.integrity_mismatch", "the deployment record names another deployment")
+    return InstalledRelease(bundle=bundle, record=record, path=path)
 
 
 def _read_document(model: type[ContractModel], path: Path):

@@ -293,3 +293,56 @@ class SyntheticTarget:
         self, bundle: ReleaseBundle, authority: DevelopmentAuthorityReceipt, purpose: ActivationPurpose = "activate"
     ) -> ActivationReceipt:
         return self.issuer.issue_activation(authority, self.projection(bundle, authority), purpose=purpose)
+
+
+DEFAULT_MODELS = {"orders": "marts.orders", "customers": "marts.customers"}
+DEFAULT_WORKLOADS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "transfer": (("raw.transfer",), ("prepare", "clear_today")),
+    "export": (("exports.daily",), ()),
+}
+
+
+@dataclass(frozen=True)
+class SyntheticRelease:
+    bundle: ReleaseBundle
+    authority: DevelopmentAuthorityReceipt
+    source: MemorySource
+    native: NativeCompilation | None
+    ordinary: OrdinaryCapture | None
+
+
+def synthetic_release(
+    target: SyntheticTarget,
+    *,
+    project: str = "shop",
+    models: Mapping[str, str] | None = DEFAULT_MODELS,
+    workloads: Mapping[str, tuple[Sequence[str], Sequence[str]]] | None = DEFAULT_WORKLOADS,
+    edit: Mapping[str, bytes] | None = None,
+    **grant_overrides: object,
+) -> SyntheticRelease:
+    """Compose one synthetic development release (native + ordinary) under a freshly verified grant.
+
+    `edit` replaces or adds source files before anything is captured (a changed source).
+    """
+    from dpone_dagster.release.compose import compose_release
+
+    files: dict[str, bytes] = {}
+    if models:
+        files.update(synthetic_native_files(project, list(models)))
+    for pack_id, (writes, hooks) in (workloads or {}).items():
+        files.update(synthetic_workload_files(pack_id, writes, hooks))
+    files.update(edit or {})
+    source = MemorySource(files)
+    native = synthetic_native(files, source.snapshot.digest, project, models) if models else None
+    captured = [synthetic_workload(p, w, h, files=files) for p, (w, h) in (workloads or {}).items()]
+    ordinary = synthetic_capture(source.snapshot.digest, captured) if captured else None
+    subjects = [ExecutionSubject(**s) for s in ordinary.execution_subjects()] if ordinary else []
+    authority = target.verify(
+        native=native.membership if native else [],
+        ordinary=[w.pack_id for w in captured],
+        source_bytes=source.snapshot.total_bytes,
+        execution_subjects=subjects,
+        **grant_overrides,
+    )
+    bundle = compose_release(authority=authority, source=source, native=native, ordinary=ordinary)
+    return SyntheticRelease(bundle=bundle, authority=authority, source=source, native=native, ordinary=ordinary)
