@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from dpone_dagster.authority.ports import AcceptedSequence
+from dpone_dagster.authority.target_admission import CurrentTarget
+from dpone_dagster.contracts.target import TargetConfiguration
 
 
 class FixedClock:
@@ -78,3 +80,23 @@ def _may_replace(current: AcceptedSequence, candidate: AcceptedSequence) -> bool
     if candidate.sequence > current.sequence:
         return True
     return candidate == current
+
+
+class ControllableCurrentTarget:
+    """A `CurrentTargetVerifier` whose live answers a test or the demo can change or break.
+
+    `policy_digest` / `revocation_epoch` are what the "live" target reports; `broken = True` makes
+    every call raise; `calls` counts how often admission consulted it.
+    """
+
+    def __init__(self, policy_digest: str, revocation_epoch: int = 0) -> None:
+        self.policy_digest = policy_digest
+        self.revocation_epoch = revocation_epoch
+        self.broken = False
+        self.calls = 0
+
+    def current(self, target: TargetConfiguration) -> CurrentTarget:
+        self.calls += 1
+        if self.broken:
+            raise ConnectionError("synthetic current-target verifier outage")
+        return CurrentTarget(policy_digest=self.policy_digest, revocation_epoch=self.revocation_epoch)

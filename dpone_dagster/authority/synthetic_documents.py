@@ -12,7 +12,8 @@ from __future__ import annotations
 import hashlib
 
 from dpone_dagster.authority.synthetic import SYNTHETIC_COMMIT, SyntheticAuthority, synthetic_source
-from dpone_dagster.authority.target_admission import CurrentTarget, ReceiptIssuer
+from dpone_dagster.authority.memory import ControllableCurrentTarget
+from dpone_dagster.authority.target_admission import ReceiptIssuer
 from dpone_dagster.authority.verification import verify_grant
 from dpone_dagster.contracts.base import ContractModel
 from dpone_dagster.contracts.identity import digest
@@ -109,13 +110,9 @@ def synthetic_documents() -> dict[str, ContractModel]:
         route_certifications=[],
     )
 
-    class _Live:
-        def current(self, target: TargetConfiguration) -> CurrentTarget:
-            return CurrentTarget(policy_digest=authority.policy_digest, revocation_epoch=0)
-
     issuer = ReceiptIssuer(
         TargetConfiguration(environment="synthetic-dev", trust_tier="non_production", policy_digest=authority.policy_digest),
-        _Live(),
+        ControllableCurrentTarget(authority.policy_digest),
         authority.clock,
     )
     projection = DeploymentProjection(

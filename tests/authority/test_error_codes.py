@@ -9,10 +9,10 @@ from datetime import timedelta
 import pytest
 
 from dpone_dagster.authority.error_catalog import all_codes, owner_of
-from dpone_dagster.authority.memory import InMemoryPolicySource
+from dpone_dagster.authority.memory import ControllableCurrentTarget, InMemoryPolicySource
 from dpone_dagster.authority.ports import AuthorityPorts
 from dpone_dagster.authority.synthetic import SYNTHETIC_EPOCH_START, SyntheticAuthority, SyntheticSigner, synthetic_source
-from dpone_dagster.authority.target_admission import CurrentTarget, ReceiptIssuer
+from dpone_dagster.authority.target_admission import ReceiptIssuer
 from dpone_dagster.authority.verification import verify_grant, verify_policy
 from dpone_dagster.contracts import canonical
 from dpone_dagster.contracts.base import parse_document
@@ -97,34 +97,27 @@ def _unavailable():
     return _verify(authority, ports=ports)
 
 
-class _Live:
-    def __init__(self, policy_digest: str, epoch: int = 0) -> None:
-        self.answer = CurrentTarget(policy_digest=policy_digest, revocation_epoch=epoch)
-
-    def current(self, target):
-        return self.answer
-
-
 def _admission(tier="non_production", *, epoch=0, pinned=None, clock_shift=timedelta(0), projection=None):
     authority = SyntheticAuthority()
     verified = _verify(authority)
     target = TargetConfiguration(environment="synthetic-dev", trust_tier=tier, policy_digest=pinned or authority.policy_digest)
     clock = type(authority.clock)(authority.now + clock_shift)
-    issuer = ReceiptIssuer(target, _Live(pinned or authority.policy_digest, epoch), clock)
+    live = ControllableCurrentTarget(pinned or authority.policy_digest, epoch)
+    issuer = ReceiptIssuer(target, live, clock)
     projection = projection or DeploymentProjection(
         release_id=RELEASE, deployment_id="synthetic-dep", environment="synthetic-dev", trust_tier="non_production", grant_digest=verified.grant_digest
     )
-    return issuer, verified, projection
+    return issuer, verified, projection, live
 
 
 def _issue(**kwargs):
-    issuer, verified, projection = _admission(**kwargs)
+    issuer, verified, projection, _ = _admission(**kwargs)
     return issuer.issue_publication(verified, projection)
 
 
 def _require(kind, *, receipt_kind="publication", after_preparation=False, **kwargs):
     def run():
-        issuer, verified, projection = _admission()
+        issuer, verified, projection, _ = _admission()
         receipt = {
             "publication": lambda: issuer.issue_publication(verified, projection),
             "activation": lambda: issuer.issue_activation(verified, projection, purpose="activate"),
@@ -138,14 +131,14 @@ def _require(kind, *, receipt_kind="publication", after_preparation=False, **kwa
 
 
 def _activation_authority():
-    issuer, verified, projection = _admission()
+    issuer, verified, projection, live = _admission()
     receipt = issuer.issue_materialization(verified, projection)
-    issuer._verifier.answer = CurrentTarget(policy_digest=issuer.target.policy_digest, revocation_epoch=4)  # type: ignore[attr-defined]
+    live.revocation_epoch = 4
     return issuer.require_current(receipt, MaterializationReceipt, release_id=RELEASE, deployment_id="synthetic-dep")
 
 
 def _binding_mismatch():
-    issuer, verified, projection = _admission()
+    issuer, verified, projection, _ = _admission()
     return issuer.issue_publication(verified, projection.model_copy(update={"environment": "synthetic-other"}))
 
 

@@ -6,11 +6,11 @@ from datetime import timedelta
 
 import pytest
 
+from dpone_dagster.authority.memory import ControllableCurrentTarget as LiveTarget
 from dpone_dagster.authority.memory import FixedClock
 from dpone_dagster.authority.synthetic import SyntheticAuthority, synthetic_source
 from dpone_dagster.authority.target_admission import (
     ActivationAuthorityError,
-    CurrentTarget,
     ReceiptIssuer,
     RecoveryRequiredError,
 )
@@ -27,22 +27,6 @@ from dpone_dagster.errors import DponeError
 
 RELEASE_ID = digest("dpone.release-set.v3.development_workspace_delivery_v1", {"synthetic": "release"})
 DEPLOYMENT_ID = "synthetic-deployment-0001"
-
-
-class LiveTarget:
-    """A current-target verifier whose answers the test can change between operations."""
-
-    def __init__(self, policy_digest: str, epoch: int = 0) -> None:
-        self.policy_digest = policy_digest
-        self.epoch = epoch
-        self.fail = False
-        self.calls = 0
-
-    def current(self, target: TargetConfiguration) -> CurrentTarget:
-        self.calls += 1
-        if self.fail:
-            raise ConnectionError("postgresql://admin:secret@10.0.0.1/registry unreachable")
-        return CurrentTarget(policy_digest=self.policy_digest, revocation_epoch=self.epoch)
 
 
 @pytest.fixture
@@ -195,7 +179,7 @@ def test_reuse_after_live_policy_change_refused(issuer, verified, live) -> None:
 
 def test_reuse_after_epoch_change_refused(issuer, verified, live) -> None:
     receipt = issuer.issue_materialization(verified, _projection(verified))
-    live.epoch = 1
+    live.revocation_epoch = 1
     error = _code(lambda: _require(issuer, receipt, MaterializationReceipt))
     assert error.code == "authority.activation_authority" and error.reason == "epoch_changed"
     assert _code(lambda: issuer.issue_materialization(verified, _projection(verified))).code == "authority.activation_authority"
@@ -203,7 +187,7 @@ def test_reuse_after_epoch_change_refused(issuer, verified, live) -> None:
 
 def test_verifier_failure_is_one_sanitized_error(issuer, verified, live) -> None:
     receipt = issuer.issue_activation(verified, _projection(verified), purpose="pointer_recovery")
-    live.fail = True
+    live.broken = True
     error = _code(lambda: _require(issuer, receipt, ActivationReceipt))
     assert isinstance(error, ActivationAuthorityError) and error.reason == "verifier_failed"
     assert "secret" not in str(error) and "10.0.0.1" not in str(error)
@@ -253,7 +237,7 @@ def test_broken_clock_is_activation_authority(authority, verified, live) -> None
 def test_failure_after_preparation_requires_recovery(issuer, verified, live) -> None:
     receipt = issuer.issue_activation(verified, _projection(verified), purpose="activate")
     assert _require(issuer, receipt, ActivationReceipt, after_preparation=True) is receipt
-    live.epoch = 7
+    live.revocation_epoch = 7
     error = _code(lambda: _require(issuer, receipt, ActivationReceipt, after_preparation=True))
     assert isinstance(error, RecoveryRequiredError)
     assert error.code == "authority.recovery_required" and error.cause_code == "authority.activation_authority"
