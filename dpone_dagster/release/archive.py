@@ -351,11 +351,20 @@ _ALLOWED_COMPRESSION = {zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZ
 
 def zip_declared_entries(handle: BinaryIO, size: int) -> tuple[int, int]:
     """(entry count, central directory size) from the end records, read before zipfile parses anything."""
+    try:
+        return _zip_end_records(handle, size)
+    except struct.error:
+        raise fail("source.archive_invalid", "the zip end records are truncated") from None
+
+
+def _zip_end_records(handle: BinaryIO, size: int) -> tuple[int, int]:
     tail_length = min(size, _EOCD.size + 65535)
     handle.seek(size - tail_length)
     tail = handle.read(tail_length)
     position = tail.rfind(b"PK\x05\x06")
-    while position >= 0 and position + _EOCD.size + struct.unpack_from("<H", tail, position + 20)[0] != len(tail):
+    while position >= 0 and not (
+        position + _EOCD.size <= len(tail) and position + _EOCD.size + struct.unpack_from("<H", tail, position + 20)[0] == len(tail)
+    ):
         position = tail.rfind(b"PK\x05\x06", 0, position)
     if position < 0:
         raise fail("source.archive_invalid", "the zip end-of-central-directory record is missing")

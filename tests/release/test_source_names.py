@@ -112,3 +112,46 @@ def test_names_inside_real_extraction_root(tmp_path: Path) -> None:
     archive.write_bytes(_tar_bytes(["a/b.sql", "a/c/d.sql"]))
     with open_source(archive, work_dir=tmp_path) as tree:
         assert (tree.root / "a/c/d.sql").read_bytes() == b"-- member 1\n"
+
+
+def _valid_archives() -> dict[str, bytes]:
+    import zipfile
+
+    tar_buffer = io.BytesIO()
+    with tarfile.open(fileobj=tar_buffer, mode="w:gz") as archive:
+        for name, data in (("a/x.sql", b"select 1;\n" * 20), ("b.yaml", b"k: v\n")):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    zip_buffer = io.BytesIO()
+    with zipfile.ZipFile(zip_buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("a/x.sql", b"select 1;\n" * 20)
+        archive.writestr("b.yaml", b"k: v\n")
+    return {"tar.gz": tar_buffer.getvalue(), "zip": zip_buffer.getvalue()}
+
+
+VALID_ARCHIVES = _valid_archives()
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    kind=st.sampled_from(sorted(VALID_ARCHIVES)),
+    edits=st.lists(st.tuples(st.floats(0, 1, exclude_max=True), st.integers(0, 255)), min_size=1, max_size=6),
+    cut=st.one_of(st.none(), st.floats(0, 1)),
+)
+def test_corrupted_archives_fail_only_with_source_errors(tmp_path_factory, kind: str, edits, cut) -> None:
+    data = bytearray(VALID_ARCHIVES[kind])
+    for position, value in edits:
+        data[int(position * len(data))] = value
+    if cut is not None:
+        data = data[: int(cut * len(data))]
+    base = tmp_path_factory.mktemp("fuzz")
+    (base / "s").write_bytes(bytes(data))
+    work = base / "work"
+    work.mkdir()
+    try:
+        with open_source(base / "s", work_dir=work) as tree:
+            assert all(tree.read_bytes(f.path) is not None for f in tree.snapshot.files)
+    except SourceError:
+        pass
+    assert list(work.iterdir()) == []
