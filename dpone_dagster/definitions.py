@@ -8,6 +8,6 @@ from __future__ import annotations
 
 from dagster import Definitions
 
-from dpone_dagster.defs import dbt
+from dpone_dagster.defs import dbt, release
 
-defs = Definitions.merge(dbt.defs)
+defs = Definitions.merge(dbt.defs, release.defs)

@@ -19,43 +19,20 @@ from __future__ import annotations
 
 import dagster as dg
 
-from dpone_dagster.authority.target_admission import AdmissionError
 from dpone_dagster.config import load_config
 from dpone_dagster.contracts.coded import CodedError
 from dpone_dagster.defs.release.platform import PlatformError, ProtectedTarget
 from dpone_dagster.defs.release.settings import ReleaseSettings, release_settings
+from dpone_dagster.deployment.active import (
+    DeploymentLoadError,
+    installed_admission_view,
+    load_active_release,
+    read_only_cache,
+)
 from dpone_dagster.deployment.jobs import DeploymentRuntime, dormant_job
 from dpone_dagster.deployment.runtime import AccessLedger
 from dpone_dagster.deployment.tasks import dormant_tasks, job_names
-from dpone_dagster.errors import DponeError
-from dpone_dagster.release.install import InstalledRelease, ReleaseCache
 from dpone_dagster.release.ports import Clock, SystemClock
-
-
-class DeploymentLoadError(DponeError):
-    code = "deployment.integrity_failed"
-
-
-class _ReadOnly:
-    """A `TargetAdmission` that refuses every protected operation: this location only reads."""
-
-    def require_current(self, receipt: object, kind: type, **_: object) -> object:
-        raise AdmissionError("admission.receipt_missing", "the deployment location never installs or activates")
-
-
-def read_only_cache(settings: ReleaseSettings, environment: str, clock: Clock) -> ReleaseCache:
-    return ReleaseCache(settings.cache_root / environment, admission=_ReadOnly(), clock=clock)
-
-
-def load_active_release(cache: ReleaseCache) -> InstalledRelease | None:
-    """The active deployment, fully re-verified; None when nothing was ever activated."""
-    pointer = cache.current()
-    if pointer is None:
-        return None
-    installed = cache.load(pointer.release_id)
-    if installed.record.deployment_id != pointer.deployment_id:
-        raise DeploymentLoadError("the current pointer names a deployment the installed record does not")
-    return installed
 
 
 def build_definitions(settings: ReleaseSettings, *, clock: Clock | None = None) -> dg.Definitions:
@@ -82,7 +59,7 @@ def build_definitions(settings: ReleaseSettings, *, clock: Clock | None = None) 
         clock=clock,
         epochs=protected,
     )
-    view = runtime.admission_view(tasks)
+    view = installed_admission_view(installed)
     jobs = [dormant_job(task, name, runtime, view) for task, name in zip(tasks, job_names(tasks), strict=True)]
     return dg.Definitions(jobs=jobs)
 

@@ -11,13 +11,11 @@ re-verified when the run worker loads this code location, not a copy captured wh
 a cache altered between the two makes the run fail to load instead of starting.
 """
 
-from __future__ import annotations
-
 from dataclasses import dataclass
 
 import dagster as dg
+from dagster import OpExecutionContext
 
-from dpone_dagster.contracts.bounds import parse_timestamp
 from dpone_dagster.deployment.runtime import AccessLedger, deployment_launcher
 from dpone_dagster.deployment.tasks import DormantTask
 from dpone_dagster.errors import DponeError
@@ -41,16 +39,6 @@ class DeploymentRuntime:
     clock: Clock
     epochs: RevocationEpochSource
 
-    def admission_view(self, tasks: tuple[DormantTask, ...]) -> AdmissionView:
-        record = self.installed.record
-        return AdmissionView(
-            release_id=self.installed.bundle.release_id,
-            authority_family=self.installed.bundle.parent.authority_family,
-            authority_expires_at=parse_timestamp(record.authority_expires_at),
-            revocation_epoch=record.revocation_epoch,
-            tasks=frozenset(task.runtime_task for task in tasks),
-        )
-
 
 def dormant_job(task: DormantTask, name: str, runtime: DeploymentRuntime, view: AdmissionView) -> dg.JobDefinition:
     """The job that asks the standard runtime to start `task`."""
@@ -61,8 +49,8 @@ def dormant_job(task: DormantTask, name: str, runtime: DeploymentRuntime, view: 
         f"{TAG_PREFIX}dormant": "true",
     }
 
-    @dg.op(name="start_task", description=description, tags=job_tags)
-    def start_task(context: dg.OpExecutionContext) -> None:
+    @dg.op(name=f"start__{name}", description=description, tags=job_tags)
+    def start_task(context: OpExecutionContext) -> None:
         launcher = deployment_launcher(
             ledger=runtime.ledger,
             run_id=context.run_id,
@@ -84,7 +72,7 @@ def dormant_job(task: DormantTask, name: str, runtime: DeploymentRuntime, view: 
     return _job
 
 
-def _report_denial(context: dg.OpExecutionContext, denied: ExecutionDeniedError, runtime: DeploymentRuntime) -> None:
+def _report_denial(context: OpExecutionContext, denied: ExecutionDeniedError, runtime: DeploymentRuntime) -> None:
     denial = denied.denial
     credential_resolutions = len(runtime.ledger.entries(run_id=context.run_id, port="credentials"))
     port_uses = len(runtime.ledger.entries(run_id=context.run_id))

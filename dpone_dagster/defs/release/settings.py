@@ -5,7 +5,8 @@ where the authority documents are (a directory or an `s3://bucket/prefix`), wher
 target configuration is (pinned policy digest, environment, tier, revocation epoch), where the
 source repository, the release registry and the local release cache live, and where the runtime
 access ledger is written. With no configuration at all every location is under the state
-directory and the authority is synthetic (`synthetic=True`), created on first use.
+directory and the authority is synthetic (`synthetic=True`), created on first use; the source is
+`dbt_project_synthetic/` under the synthetic repository name and commit.
 
 What a reader could get wrong: the protected target file is *not* the authority location. Grants
 and policies may be dropped into the authority location by anyone who can write there; they are
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from dpone_dagster.authority.synthetic import SYNTHETIC_COMMIT, SYNTHETIC_REPOSITORY
 from dpone_dagster.config import DponeConfig, StorageConfig
 
 
@@ -31,7 +33,10 @@ class ReleaseSettings(BaseModel):
     cache_root: Path
     protected_target_file: Path
     source_location: Path
+    source_repository: str
+    source_commit: str
     access_ledger: Path
+    control_store_url: str
     storage: StorageConfig | None = None
     synthetic: bool = True
 
@@ -53,6 +58,9 @@ def release_settings(config: DponeConfig) -> ReleaseSettings:
         cache_root=state / "cache",
         protected_target_file=state / "protected" / "target.json",
         source_location=config.dbt_project_path,
+        source_repository=SYNTHETIC_REPOSITORY,
+        source_commit=SYNTHETIC_COMMIT,
         access_ledger=state / "runtime_access.jsonl",
+        control_store_url=config.control_store,
         synthetic=True,
     )

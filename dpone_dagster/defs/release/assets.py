@@ -1,0 +1,306 @@
+"""The six release stages as assets, group `release`, in lineage order.
+
+development_policy → development_grant → (native_workspace, ordinary_flows) → development_release
+→ published_release → installed_release
+
+Each asset is one call into the release pipeline service (`dpone_dagster.release.pipeline`) with the
+run's resources; metadata reports what a user wants to see (identities, digests, counts, bytes,
+receipt ids, state-machine state). A refusal fails the step with `[stable.code] message`.
+
+What a reader could get wrong: no stage trusts authority handed down by an earlier stage. Every
+stage that needs authority (compose, publish, install) re-verifies the original grant bytes from
+the authority location against the pinned policy (cheap, and rollback-safe for the same grant) and
+obtains its own operation receipt; values passed between stages are source-derived data
+(compilation, capture, release bytes) that the services re-verify themselves.
+"""
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import dagster as dg
+from dagster import AssetExecutionContext
+
+from dpone_dagster.authority.verification import ReconstructedSource
+from dpone_dagster.contracts.base import parse_document
+from dpone_dagster.contracts.coded import CodedError
+from dpone_dagster.contracts.flows import OrdinaryCapture
+from dpone_dagster.contracts.grant import DevelopmentGrant
+from dpone_dagster.contracts.identity import digest
+from dpone_dagster.contracts.policy import DevelopmentPolicy
+from dpone_dagster.contracts.receipts import DevelopmentAuthorityReceipt
+from dpone_dagster.defs.release.refusals import refusals_as_failures
+from dpone_dagster.defs.release.resources import release_pipeline
+from dpone_dagster.release.bundle import open_bundle
+from dpone_dagster.release.native import NativeCompilation
+from dpone_dagster.release.pipeline import ReleasePipeline
+
+GROUP = "release"
+KINDS = {"dpone"}
+AUTHORITY = {"authority_platform"}
+PIPELINE = {"authority_platform", "target_admission", "release_registry", "release_cache", "release_source"}
+
+
+@dataclass(frozen=True)
+class StagedRelease:
+    """A composed release: its identity, its exact member bytes, and the source it was built from."""
+
+    release_id: str
+    members: Mapping[str, bytes]
+    source: ReconstructedSource
+
+
+@dg.asset(
+    group_name=GROUP,
+    kinds=KINDS,
+    required_resource_keys=AUTHORITY,
+    description="The development policy as stored in the authority location, with the digest pinned in the "
+    "protected target. The blocking check `policy_matches_pinned_digest` decides whether it is the pinned one.",
+)
+def development_policy(context: AssetExecutionContext) -> bytes:
+    authority = context.resources.authority_platform
+    with refusals_as_failures():
+        created = authority.prepare()
+        pinned = authority.pinned_policy_digest()
+        stored = authority.documents().policy
+    context.add_output_metadata(
+        {
+            "pinned_policy_digest": pinned,
+            "stored_policy_digest": _digest_or_note(DevelopmentPolicy.KIND, stored),
+            "policy_bytes": len(stored),
+            "synthetic": authority.settings.synthetic,
+            "synthetic_authority_written": created,
+        }
+    )
+    return stored
+
+
+@dg.asset(
+    group_name=GROUP,
+    kinds=KINDS,
+    deps=[development_policy],
+    required_resource_keys=AUTHORITY,
+    description="The signed development grant and its detached signatures, as stored. The blocking check "
+    "`grant_verified` verifies the threshold signatures, window, epoch, rollback and source commit.",
+)
+def development_grant(context: AssetExecutionContext) -> tuple[bytes, bytes]:
+    authority = context.resources.authority_platform
+    with refusals_as_failures():
+        documents = authority.documents()
+        signatures = authority.signatures(documents.signatures)
+    metadata: dict[str, dg.RawMetadataValue] = {
+        "grant_digest": _digest_or_note(DevelopmentGrant.KIND, documents.grant),
+        "grant_bytes": len(documents.grant),
+        "signatures": len(signatures.signatures),
+        "signer_key_ids": ", ".join(sorted({s.key_id[:19] for s in signatures.signatures})),
+    }
+    grant = _parsed_grant(documents.grant)
+    if grant is not None:
+        metadata.update(
+            {
+                "environment": grant.environment,
+                "sequence": grant.sequence,
+                "source_commit": grant.source_commit,
+                "not_before": grant.not_before,
+                "expires_at": grant.expires_at,
+                "revocation_epoch": grant.revocation_epoch,
+                "native_workloads": len(grant.native_membership),
+                "ordinary_workloads": len(grant.ordinary_membership),
+                "execution_subjects (metadata only)": len(grant.execution_subjects),
+            }
+        )
+    context.add_output_metadata(metadata)
+    return documents.grant, documents.signatures
+
+
+@dg.asset(
+    group_name=GROUP,
+    kinds={"dbt", "dpone"},
+    deps=[development_grant],
+    required_resource_keys=PIPELINE,
+    description="Every publishing dbt project of the source, compiled sealed and offline; dbt decides membership.",
+)
+def native_workspace(context: AssetExecutionContext) -> NativeCompilation | None:
+    pipeline, _ = release_pipeline(context.resources)
+    with refusals_as_failures(), context.resources.release_source.open() as tree:
+        native = pipeline.compile_native(tree)
+    if native is None:
+        context.add_output_metadata({"projects": 0, "native_workloads": 0})
+        return None
+    context.add_output_metadata(
+        {
+            "projects": ", ".join(project.name for project in native.projects),
+            "native_workloads": len(native.membership),
+            "source_bytes": native.source_bytes,
+            "source_snapshot_digest": native.source_snapshot_digest,
+            "dbt_version": native.dbt_version,
+            "selection_fingerprints": ", ".join(p.selection_fingerprint for p in native.projects),
+        }
+    )
+    return native
+
+
+@dg.asset(
+    group_name=GROUP,
+    kinds=KINDS,
+    deps=[development_grant],
+    required_resource_keys=PIPELINE,
+    description="Every ordinary flow workload (selector, SQL, pre-hooks, resources, connection aliases), "
+    "rebuilt from source and compared with its committed pack.",
+)
+def ordinary_flows(context: AssetExecutionContext) -> OrdinaryCapture | None:
+    pipeline, _ = release_pipeline(context.resources)
+    with refusals_as_failures(), context.resources.release_source.open() as tree:
+        ordinary = pipeline.capture_ordinary(tree)
+    if ordinary is None:
+        context.add_output_metadata({"ordinary_workloads": 0})
+        return None
+    workloads = ordinary.workloads
+    context.add_output_metadata(
+        {
+            "ordinary_workloads": len(workloads),
+            "selectors": ", ".join(w.selector for w in workloads),
+            "pre_hooks": sum(len(w.hook_order) for w in workloads),
+            "connection_aliases": ", ".join(sorted({c.alias for w in workloads for c in w.connections})) or "(none)",
+            "peak_cpu_limit_millicores": max(w.resources.limits.cpu_millicores for w in workloads),
+            "peak_memory_limit_bytes": max(w.resources.limits.memory_bytes for w in workloads),
+            "source_snapshot_digest": ordinary.source_snapshot_digest,
+        }
+    )
+    return ordinary
+
+
+@dg.asset(
+    group_name=GROUP,
+    kinds=KINDS,
+    required_resource_keys=PIPELINE,
+    description="One immutable development parent (`dpone.release-set.v3`, profile "
+    "`development_workspace_delivery_v1`): the grant re-verified against the compiled source, "
+    "then composed, staged, reread and verified.",
+)
+def development_release(
+    context: AssetExecutionContext, native_workspace: NativeCompilation | None, ordinary_flows: OrdinaryCapture | None
+) -> StagedRelease:
+    pipeline, _ = release_pipeline(context.resources)
+    with refusals_as_failures():
+        source = pipeline.reconstruct(context.resources.release_source.identity(), native_workspace, ordinary_flows)
+        authority = verified_authority(context, pipeline, source)
+        with context.resources.release_source.open() as tree:
+            bundle = pipeline.compose(authority=authority, source=tree, native=native_workspace, ordinary=ordinary_flows)
+    context.add_output_metadata(
+        {
+            "release_id": bundle.release_id,
+            "native_workloads": len(bundle.native_membership),
+            "ordinary_workloads": len(bundle.ordinary_membership),
+            "source_bytes": bundle.source_bytes,
+            "release_bytes": bundle.total_bytes,
+            "members": len(bundle.members),
+            "policy_digest": bundle.parent.policy_digest,
+            "grant_digest": bundle.parent.grant_digest,
+            "integrity_subject": bundle.parent.integrity_subject,
+            "delivery_status": bundle.parent.delivery_status,
+            "state": release_state(pipeline, bundle.release_id),
+        }
+    )
+    return StagedRelease(release_id=bundle.release_id, members=dict(bundle.members), source=source)
+
+
+@dg.asset(
+    group_name=GROUP,
+    kinds=KINDS,
+    required_resource_keys=PIPELINE,
+    description="The release published to the immutable registry under a publication receipt "
+    "(content-addressed blobs, commit object written last). An identical retry writes zero bytes.",
+)
+def published_release(context: AssetExecutionContext, development_release: StagedRelease) -> StagedRelease:
+    pipeline, issuer = release_pipeline(context.resources)
+    with refusals_as_failures():
+        authority = verified_authority(context, pipeline, development_release.source)
+        bundle = open_bundle(development_release.members, expected_release_id=development_release.release_id)
+        receipt = issuer.issue_publication(authority, pipeline.projection(bundle, authority))
+        result = pipeline.publish(bundle, authority=authority, receipt=receipt)
+    context.add_output_metadata(
+        {
+            "release_id": result.release_id,
+            "registry": context.resources.release_registry.location_label,
+            "commit_key": result.commit_key,
+            "bytes_written": result.bytes_written,
+            "objects_written": result.objects_written,
+            "already_published": result.already_published,
+            "publication_receipt": receipt.document_digest(),
+            "state": release_state(pipeline, result.release_id),
+        }
+    )
+    return development_release
+
+
+@dg.asset(
+    group_name=GROUP,
+    kinds=KINDS,
+    required_resource_keys=PIPELINE,
+    description="The published release installed into the local cache (materialization receipt) and "
+    "activated (activation receipt). Its tasks stay dormant: see the `tasks_denied_before_credentials` check.",
+)
+def installed_release(context: AssetExecutionContext, published_release: StagedRelease) -> str:
+    pipeline, issuer = release_pipeline(context.resources)
+    with refusals_as_failures():
+        authority = verified_authority(context, pipeline, published_release.source)
+        bundle = open_bundle(published_release.members, expected_release_id=published_release.release_id)
+        projection = pipeline.projection(bundle, authority)
+        materialization = issuer.issue_materialization(authority, projection)
+        activation = issuer.issue_activation(authority, projection, purpose="activate")
+        result = pipeline.install(
+            bundle.release_id, authority=authority, materialization=materialization, activation=activation
+        )
+    context.add_output_metadata(
+        {
+            "release_id": result.release_id,
+            "deployment_id": result.deployment_id,
+            "activated": result.changed,
+            "previous_release_id": result.previous_release_id or "(none)",
+            "audit_sequence": result.audit_sequence,
+            "authority_expires_at": authority.expires_at,
+            "materialization_receipt": materialization.document_digest(),
+            "activation_receipt": activation.document_digest(),
+            "state": release_state(pipeline, result.release_id),
+        }
+    )
+    return result.release_id
+
+
+def verified_authority(
+    context: AssetExecutionContext, pipeline: ReleasePipeline, source: ReconstructedSource
+) -> DevelopmentAuthorityReceipt:
+    """Verify the original grant bytes from the authority location against `source`, now."""
+    authority = context.resources.authority_platform
+    documents = authority.documents()
+    return pipeline.verify_authority(documents.grant, authority.signatures(documents.signatures), source)
+
+
+def release_state(pipeline: ReleasePipeline, release_id: str) -> str:
+    state = pipeline.states.current(release_id) if pipeline.states is not None else None
+    return state.value if state is not None else "(not recorded)"
+
+
+def _digest_or_note(kind: str, data: bytes) -> str:
+    try:
+        return digest(kind, data)
+    except CodedError as error:
+        return f"(unreadable: {error.code}; verification refuses it)"
+
+
+def _parsed_grant(data: bytes) -> DevelopmentGrant | None:
+    try:
+        return parse_document(DevelopmentGrant, data)
+    except CodedError:
+        return None
+
+
+RELEASE_ASSETS = (
+    development_policy,
+    development_grant,
+    native_workspace,
+    ordinary_flows,
+    development_release,
+    published_release,
+    installed_release,
+)

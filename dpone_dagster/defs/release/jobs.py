@@ -1,0 +1,21 @@
+"""The release job: every stage of group `release` with its checks, in lineage order.
+
+What a reader could get wrong: the job selects the whole group, so one launch verifies, composes,
+publishes and installs; a blocking check that fails stops everything downstream of it.
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from dpone_dagster.defs.release.assets import GROUP
+
+RELEASE_JOB_NAME = "release_job"
+
+release_job = dg.define_asset_job(
+    RELEASE_JOB_NAME,
+    selection=dg.AssetSelection.groups(GROUP),
+    description="Verify the development authority, compile and capture the source, compose, publish and "
+    "install one immutable development release. Its workloads stay dormant.",
+    tags={"dpone/release": "true"},
+)

@@ -1,0 +1,157 @@
+"""SYNTHETIC ONLY: the embedded default's authority, created on first use under the state directory.
+
+When the release surface runs with no configuration (`ReleaseSettings.synthetic`), there is no
+platform to pin a policy or sign a grant, so this module plays both parts with the synthetic keys of
+`dpone_dagster.authority.synthetic` (derived from public labels: anyone can recompute them):
+
+- the policy goes to the authority location and its digest to the protected target file (environment
+  `synthetic-dev`, tier `non_production`, epoch 0, `synthetic: true`);
+- a grant for exactly the source's workloads (native nodes from the prepared dbt manifest, ordinary
+  workloads from flow capture), valid from now for three days, threshold-signed.
+
+A grant is signed again (next sequence) only when none exists or the previous one has expired.
+
+What a reader could get wrong: nothing here runs unless the settings say `synthetic`, and a
+configured platform never reaches this module. The synthetic grant is checked like any other: if
+the source changes its workloads, verification refuses it (`authority.membership_mismatch`);
+deleting the synthetic authority directory makes the next run sign a fresh one.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from dpone_dagster.authority.synthetic import (
+    SYNTHETIC_ENVIRONMENT,
+    sign_grant,
+    synthetic_policy,
+    synthetic_signers,
+)
+from dpone_dagster.contracts.base import parse_document
+from dpone_dagster.contracts.bounds import format_timestamp, parse_timestamp
+from dpone_dagster.contracts.canonical import CanonicalError
+from dpone_dagster.contracts.coded import CodedError
+from dpone_dagster.contracts.grant import DevelopmentGrant, ExecutionSubject
+from dpone_dagster.contracts.policy import DevelopmentPolicy, repository_digest
+from dpone_dagster.defs.release.platform import (
+    GRANT_KEY,
+    POLICY_KEY,
+    SIGNATURES_KEY,
+    ProtectedTargetDocument,
+    ensure_private_dir,
+)
+from dpone_dagster.defs.release.settings import ReleaseSettings
+from dpone_dagster.release.flows import capture_ordinary
+from dpone_dagster.release.native import WORKLOAD_RESOURCE_TYPES
+from dpone_dagster.release.ports import Clock
+from dpone_dagster.release.source import open_source
+
+log = logging.getLogger(__name__)
+
+SIGNER_COUNT = 3
+THRESHOLD = 2
+GRANT_VALIDITY = timedelta(days=3)
+CLOCK_SKEW = timedelta(minutes=5)
+
+
+def ensure_synthetic_authority(settings: ReleaseSettings, clock: Clock) -> bool:
+    """Create the synthetic policy, protected target and grant if missing or expired; True if written."""
+    if not settings.synthetic:
+        raise ValueError("the synthetic bootstrap only runs for the embedded default")
+    authority = ensure_private_dir(Path(settings.authority_location))
+    signers = synthetic_signers(SIGNER_COUNT, prefix="embedded-default")
+    policy = synthetic_policy(signers, THRESHOLD, policy_id="synthetic-embedded-default", repository=settings.source_repository)
+    wrote = _write_if_absent(authority / POLICY_KEY, policy.canonical_bytes())
+    if not settings.protected_target_file.exists():
+        ensure_private_dir(settings.protected_target_file.parent)
+        target = ProtectedTargetDocument(
+            environment=SYNTHETIC_ENVIRONMENT,
+            trust_tier="non_production",
+            policy_digest=policy.document_digest(),
+            revocation_epoch=0,
+            synthetic=True,
+        )
+        settings.protected_target_file.write_bytes(target.canonical_bytes())
+        wrote = True
+    previous = _current_grant(authority / GRANT_KEY)
+    now = clock.now()
+    if previous is not None and parse_timestamp(previous.expires_at) > now + CLOCK_SKEW:
+        return wrote
+    target = parse_document(ProtectedTargetDocument, settings.protected_target_file.read_bytes())
+    grant = _grant(settings, policy, target, now, sequence=(previous.sequence + 1) if previous else 1)
+    grant_bytes = grant.canonical_bytes()
+    signatures = sign_grant(grant_bytes, signers[:THRESHOLD])
+    (authority / SIGNATURES_KEY).unlink(missing_ok=True)
+    _replace(authority / GRANT_KEY, grant_bytes)
+    _replace(authority / SIGNATURES_KEY, signatures.canonical_bytes())
+    log.warning("SYNTHETIC authority: signed grant sequence %s for the embedded default", grant.sequence)
+    return True
+
+
+def _grant(
+    settings: ReleaseSettings, policy: DevelopmentPolicy, target: ProtectedTargetDocument, now: datetime, *, sequence: int
+) -> DevelopmentGrant:
+    native = _native_membership(settings)
+    with open_source(settings.source_location) as tree:
+        ordinary = capture_ordinary(tree, resource_ceiling=policy.limits) if tree.snapshot.under("flows") else None
+    subjects = [ExecutionSubject(**subject) for subject in ordinary.execution_subjects()] if ordinary else []
+    not_before = (now - CLOCK_SKEW).astimezone(UTC).replace(microsecond=0)
+    return DevelopmentGrant(
+        purpose="development_delivery",
+        trust_tier="non_production",
+        policy_digest=policy.document_digest(),
+        environment=target.environment,
+        source_repository_digest=repository_digest(settings.source_repository),
+        source_commit=settings.source_commit,
+        not_before=format_timestamp(not_before),
+        expires_at=format_timestamp(not_before + GRANT_VALIDITY),
+        revocation_epoch=target.revocation_epoch,
+        sequence=sequence,
+        native_membership=native,
+        ordinary_membership=sorted(ordinary.pack_ids) if ordinary else [],
+        max_workloads=max(1, len(native) + (len(ordinary.pack_ids) if ordinary else 0)),
+        max_source_bytes=policy.limits.max_source_bytes,
+        execution_subjects=sorted(subjects, key=ExecutionSubject.sort_key),
+    )
+
+
+def _native_membership(settings: ReleaseSettings) -> list[str]:
+    """Writing nodes of the prepared dbt manifest of the source's root project (synthetic grant only)."""
+    from dpone_dagster.defs.dbt.project import prepare_manifest, synthetic_dbt_project
+
+    project = synthetic_dbt_project()
+    if Path(project.project_dir).resolve() != settings.source_location.resolve():
+        return []
+    prepare_manifest(project)
+    manifest = json.loads(Path(project.manifest_path).read_text(encoding="utf-8"))
+    name = manifest["metadata"].get("project_name")
+    return sorted(
+        uid
+        for uid, node in manifest["nodes"].items()
+        if node["resource_type"] in WORKLOAD_RESOURCE_TYPES and node["package_name"] == name
+    )
+
+
+def _current_grant(path: Path) -> DevelopmentGrant | None:
+    if not path.is_file():
+        return None
+    try:
+        return parse_document(DevelopmentGrant, path.read_bytes())
+    except (CanonicalError, CodedError):
+        return None
+
+
+def _write_if_absent(path: Path, data: bytes) -> bool:
+    if path.exists():
+        return False
+    _replace(path, data)
+    return True
+
+
+def _replace(path: Path, data: bytes) -> None:
+    staged = path.with_name(path.name + ".tmp")
+    staged.write_bytes(data)
+    staged.replace(path)
