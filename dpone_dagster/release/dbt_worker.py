@@ -16,8 +16,9 @@ from pathlib import Path
 
 
 def _first_line(value: object) -> str:
-    text = str(value or "dbt reported a failure").strip().splitlines()
-    return (text[0] if text else "dbt reported a failure")[:300]
+    """dbt's error heading and explanation: the first three non-empty lines, each bounded."""
+    lines = [line.strip()[:200] for line in str(value or "").splitlines() if line.strip()]
+    return " / ".join(lines[:3]) or "dbt reported a failure"
 
 
 def run(request: dict) -> dict:

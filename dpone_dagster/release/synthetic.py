@@ -34,7 +34,7 @@ from dpone_dagster.contracts.flows import (
     SelectorMember,
     SqlFileRef,
 )
-from dpone_dagster.contracts.grant import ExecutionSubject
+from dpone_dagster.contracts.grant import ExecutionSubject, GrantSignatures
 from dpone_dagster.contracts.identity import digest
 from dpone_dagster.contracts.receipts import (
     ActivationPurpose,
@@ -243,6 +243,24 @@ class SyntheticTarget:
     def clock(self):
         return self.authority.clock
 
+    def signed_grant(
+        self,
+        *,
+        native: Sequence[str],
+        ordinary: Sequence[str],
+        execution_subjects: Sequence[ExecutionSubject] = (),
+        **grant_overrides: object,
+    ) -> tuple[bytes, GrantSignatures]:
+        """Canonical bytes and threshold signatures of a synthetic grant for exactly this membership."""
+        grant = self.authority.grant(
+            native_membership=sorted(native),
+            ordinary_membership=sorted(ordinary),
+            execution_subjects=sorted(execution_subjects, key=ExecutionSubject.sort_key),
+            max_workloads=max(1, len(native) + len(ordinary)),
+            **grant_overrides,
+        )
+        return self.authority.signed(grant)
+
     def verify(
         self,
         *,
@@ -253,14 +271,9 @@ class SyntheticTarget:
         **grant_overrides: object,
     ) -> DevelopmentAuthorityReceipt:
         """Sign a synthetic grant for exactly this membership and verify it into an authority receipt."""
-        grant = self.authority.grant(
-            native_membership=sorted(native),
-            ordinary_membership=sorted(ordinary),
-            execution_subjects=sorted(execution_subjects, key=ExecutionSubject.sort_key),
-            max_workloads=max(1, len(native) + len(ordinary)),
-            **grant_overrides,
+        grant_bytes, signatures = self.signed_grant(
+            native=native, ordinary=ordinary, execution_subjects=execution_subjects, **grant_overrides
         )
-        grant_bytes, signatures = self.authority.signed(grant)
         source = ReconstructedSource(
             repository=SYNTHETIC_REPOSITORY,
             commit=SYNTHETIC_COMMIT,
