@@ -8,6 +8,6 @@ from __future__ import annotations
 
 from dagster import Definitions
 
-from dpone_dagster.defs import dbt, release
+from dpone_dagster.defs import dbt, lake, release
 
-defs = Definitions.merge(dbt.defs, release.defs)
+defs = Definitions.merge(dbt.defs, lake.defs, release.defs)

@@ -1,9 +1,148 @@
-"""`dpone demo` and `dpone prepare`: the top-level commands behind `make demo` and `make dev`."""
+"""`dpone demo` and `dpone prepare`: the top-level commands behind `make demo` and `make dev`.
+
+`prepare` parses the dbt project into its manifest once (skipped when the manifest matches the
+sources). `demo` prepares, materializes every dbt asset of dbt_project_synthetic into the configured
+workspace's `main` lake (the embedded DuckLake under `.dpone/` unless `dpone.yaml` says otherwise)
+through the same Dagster definitions `make dev` serves, then prints where the lake lives and how
+many rows each of its tables holds.
+
+What a reader could get wrong: the demo runs in the Dagster instance under `DAGSTER_HOME` when it
+is set (the Makefile sets it), so its runs show up in `make dev`; without it the run is ephemeral.
+"""
 
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
 import typer
+
+from dpone_dagster.config import DEFAULT_LAKE, load_config
+from dpone_dagster.errors import DponeError
+
+
+@dataclass(frozen=True)
+class TableRows:
+    schema: str
+    table: str
+    kind: str
+    rows: int
+
+
+def lake_table_rows(lake: str = DEFAULT_LAKE) -> tuple[str, list[TableRows]]:
+    """(alias, rows of every table and view) of `lake` as the configured workspace sees it."""
+    from dpone_dagster.lake import duck
+    from dpone_dagster.lake.resolve import resolve
+    from dpone_dagster.lake.sql import quote_ident
+
+    config = load_config()
+    resolved = resolve(config.workspace, lake, config=config)
+    conn = duck.connect()
+    try:
+        resolved.apply(conn)
+        listed = conn.execute(
+            "SELECT table_schema, table_name, table_type FROM information_schema.tables "
+            "WHERE table_catalog = ? ORDER BY 1, 2",
+            [resolved.alias],
+        ).fetchall()
+        out = []
+        for schema, table, kind in listed:
+            name = f"{quote_ident(resolved.alias)}.{quote_ident(schema)}.{quote_ident(table)}"
+            (rows,) = conn.execute(f"SELECT count(*) FROM {name}").fetchone()
+            out.append(TableRows(schema, table, "view" if kind == "VIEW" else "table", rows))
+        return resolved.alias, out
+    finally:
+        conn.close()
+
+
+def _shown_path(text: str, root: Path) -> str:
+    if "://" in text:
+        return text
+    try:
+        return str(Path(text).relative_to(root)) + ("/" if text.endswith("/") else "")
+    except ValueError:
+        return text
+
+
+def lake_location_lines(lake: str = DEFAULT_LAKE) -> list[str]:
+    from dpone_dagster.lake.resolve import resolve
+
+    config = load_config()
+    resolved = resolve(config.workspace, lake, config=config)
+    catalog = resolved.catalog
+    where = _shown_path(catalog.target, config.project_root) if catalog.kind == "duckdb" else catalog.target
+    lines = [
+        f"lake {resolved.lake!r} for workspace {resolved.workspace_id!r} (attached as {resolved.alias})",
+        f"  catalog: {catalog.kind} {where}",
+        f"  data:    {_shown_path(resolved.data_path, config.project_root)}",
+    ]
+    if resolved.fork_mode:
+        lines.append(f"  fork namespace: {resolved.namespace}")
+    return lines
+
+
+def materialize_dbt_assets() -> int:
+    """Materialize every dbt asset through the code location's definitions; returns asset count."""
+    from dagster import DagsterInstance, materialize
+
+    from dpone_dagster.definitions import defs
+    from dpone_dagster.defs.dbt.assets import synthetic_dbt_assets
+
+    instance = DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else DagsterInstance.ephemeral()
+    result = materialize(
+        [synthetic_dbt_assets],
+        resources=dict(defs.resources or {}),
+        instance=instance,
+        raise_on_error=False,
+        run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
+    )
+    if not result.success:
+        raise DponeError(
+            f"the dbt materialization failed (run {result.run_id}); see `make dev` or the log above",
+            code="demo.materialization_failed",
+        )
+    failed_checks = [c for c in result.get_asset_check_evaluations() if not c.passed]
+    if failed_checks:
+        raise DponeError(f"{len(failed_checks)} dbt test(s) failed", code="demo.checks_failed")
+    return len(result.get_asset_materialization_events())
+
+
+def prepare(force: bool = typer.Option(False, help="Parse even if the manifest is current.")) -> None:
+    """Prepare the dbt manifest of dbt_project_synthetic (skipped when it is current)."""
+    from dpone_dagster.defs.dbt.project import prepare_manifest
+
+    _run(lambda: typer.echo("dbt manifest parsed" if prepare_manifest(force=force) else "dbt manifest is current"))
+
+
+def demo() -> None:
+    """Materialize every dbt asset into the main lake and print each table's row count."""
+    from dpone_dagster.defs.dbt.project import prepare_manifest
+
+    def run() -> None:
+        prepare_manifest()
+        count = materialize_dbt_assets()
+        typer.echo(f"materialized {count} dbt assets")
+        for line in lake_location_lines():
+            typer.echo(line)
+        _, tables = lake_table_rows()
+        width = max((len(f"{t.schema}.{t.table}") for t in tables), default=10)
+        for t in tables:
+            suffix = "" if t.kind == "table" else f"  ({t.kind})"
+            typer.echo(f"  {t.schema + '.' + t.table:<{width}}  {t.rows:>8} rows{suffix}")
+
+    _run(run)
+
+
+def _run(action) -> None:
+    try:
+        action()
+    except DponeError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
 
 
 def register(app: typer.Typer) -> None:
     """Attach the top-level commands to the `dpone` app."""
+    app.command("prepare")(prepare)
+    app.command("demo")(demo)

@@ -1,27 +1,35 @@
 """The dbt assets of dbt_project_synthetic: one `@dbt_assets` op running `dbt build`.
 
-Each selected model is built into the lake the dpone plugin attaches for the configured workspace
-(see `dpone_dagster.lake.dbt_plugin`); the plugin is told which tables this run writes, so in a
-fork those tables replace their defer views. dbt tests run in the same `dbt build` and come back
-as asset checks.
+Each selected model is built into the lake the dpone plugin attaches for the `ducklake` resource's
+workspace (see `dpone_dagster.lake.dbt_plugin`); the plugin is told which tables this run writes,
+so in a fork those tables replace their defer views. dbt tests run in the same `dbt build` and come
+back as asset checks. After dbt exits, every built table is recorded through
+`DuckLakeResource.record_materialization` (which is what lets forks defer to it), and its
+materialization carries that metadata: workspace, namespace, fork_state, snapshot_id, row count.
 
-What a reader could get wrong: the dbt subprocess inherits the environment at the moment
-`dbt.cli()` starts it, which is the only way to hand it this run's targets; the environment is set
-for exactly that call, under a lock, and restored.
+What a reader could get wrong: the events are held until dbt exits. An embedded lake's catalog is
+a DuckDB file that only one process can open, so the lake can be read for the metadata only after
+the dbt process has let go of it. And the dbt subprocess inherits the environment at the moment
+`dbt.cli()` starts it, which is the only way to hand it this run's workspace and targets; the
+environment is set for exactly that call, under a lock, and restored.
 """
-
 
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from typing import Any
 
-from dagster import AssetExecutionContext
-from dagster_dbt import DbtCliResource, dbt_assets
+from dagster import AssetExecutionContext, Output
+from dagster_dbt import DbtCliInvocation, DbtCliResource, dbt_assets
 
 from dpone_dagster.defs.dbt.project import prepare_manifest, synthetic_dbt_project
-from dpone_dagster.defs.dbt.translator import SyntheticDbtTranslator
+from dpone_dagster.defs.dbt.translator import SyntheticDbtTranslator, table_of
+from dpone_dagster.defs.lake.resources import DuckLakeResource
 from dpone_dagster.lake.dbt_plugin import TARGETS_ENV, targets_to_env
+from dpone_dagster.lake.resolve import TableName
+
+WORKSPACE_ENV = "DPONE_WORKSPACE"
 
 DBT_PROJECT = synthetic_dbt_project()
 prepare_manifest(DBT_PROJECT)
@@ -40,18 +48,40 @@ def selected_tables(context: AssetExecutionContext, lake: str) -> list[str]:
 
 
 @contextmanager
-def dbt_targets_env(targets: Sequence[str]) -> Iterator[None]:
-    """Expose `targets` to a dbt subprocess started inside the block, and nothing after it."""
+def dbt_subprocess_env(workspace: str, targets: Sequence[str]) -> Iterator[None]:
+    """Expose the workspace and `targets` to a dbt subprocess started inside the block only."""
+    wanted = {WORKSPACE_ENV: workspace, TARGETS_ENV: targets_to_env(targets)}
     with _ENV_LOCK:
-        previous = os.environ.get(TARGETS_ENV)
-        os.environ[TARGETS_ENV] = targets_to_env(targets)
+        previous = {name: os.environ.get(name) for name in wanted}
+        os.environ.update(wanted)
         try:
             yield
         finally:
-            if previous is None:
-                os.environ.pop(TARGETS_ENV, None)
-            else:
-                os.environ[TARGETS_ENV] = previous
+            for name, value in previous.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+
+
+def failed_tables(invocation: DbtCliInvocation, manifest: Mapping[str, Any]) -> list[str]:
+    """`schema.table` of every model, seed or snapshot dbt reports as errored in this run."""
+    nodes = manifest.get("nodes", {})
+    try:
+        results = invocation.get_artifact("run_results.json").get("results", [])
+    except FileNotFoundError:
+        return []
+    out = []
+    for result in results:
+        node = nodes.get(result.get("unique_id", ""), {})
+        if result.get("status") == "error" and node.get("resource_type") in ("model", "seed", "snapshot"):
+            out.append("{}.{}".format(*table_of(node)))
+    return sorted(out)
+
+
+def _row_count(conn, lake_alias: str, table: str) -> int:
+    (count,) = conn.execute(f"SELECT count(*) FROM {TableName.parse(table).qualified(lake_alias)}").fetchone()
+    return int(count)
 
 
 @dbt_assets(
@@ -60,7 +90,28 @@ def dbt_targets_env(targets: Sequence[str]) -> Iterator[None]:
     dagster_dbt_translator=TRANSLATOR,
     name="synthetic_dbt_build",
 )
-def synthetic_dbt_assets(context: AssetExecutionContext, dbt: DbtCliResource):
-    with dbt_targets_env(selected_tables(context, TRANSLATOR.lake)):
-        invocation = dbt.cli(["build"], context=context)
-    yield from invocation.stream()
+def synthetic_dbt_assets(
+    context: AssetExecutionContext, dbt: DbtCliResource, ducklake: DuckLakeResource
+):
+    lake = TRANSLATOR.lake
+    with dbt_subprocess_env(ducklake.workspace_id, selected_tables(context, lake)):
+        invocation = dbt.cli(["build"], context=context, raise_on_error=False)
+    events = list(invocation.stream())
+
+    with ducklake.connect(lake) as conn:
+        alias = ducklake.alias(lake)
+        recorded: list[Any] = []
+        for event in events:
+            if isinstance(event, Output):
+                key = context.asset_key_for_output(event.output_name)
+                table = f"{key.path[1]}.{key.path[2]}"
+                metadata = ducklake.record_materialization(conn, table, lake=lake)
+                metadata["dagster/row_count"] = _row_count(conn, alias, table)
+                event = event.with_metadata({**event.metadata, **metadata})
+            recorded.append(event)
+        for table in failed_tables(invocation, invocation.manifest):
+            ducklake.record_materialization(conn, table, lake=lake, status="failed")
+
+    yield from recorded
+    if not invocation.is_successful():
+        raise invocation.get_error() or RuntimeError("dbt build failed")
