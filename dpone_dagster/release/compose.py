@@ -52,6 +52,7 @@ from dpone_dagster.release.bundle import (
     sidecar_path,
 )
 from dpone_dagster.release.errors import (
+    AuthorityMissingError,
     LogicalWriteCollisionError,
     MembershipError,
     SourceClosureError,
@@ -106,6 +107,7 @@ def compose_release(
     stage_dir: Path | None = None,
 ) -> ReleaseBundle:
     """Compose, stage, reread and verify the development parent. Raises before anything leaves the stage."""
+    require_authority(authority)
     if native is None and ordinary is None:
         raise MembershipError("release.membership_empty", "a development release needs native or ordinary workloads")
     snapshots = {item.source_snapshot_digest for item in (native, ordinary) if item is not None}
@@ -177,6 +179,13 @@ def compose_release(
     )
     members[PARENT_PATH] = parent.canonical_bytes()
     return _stage_and_verify(members, stage_dir)
+
+
+def require_authority(authority: object) -> DevelopmentAuthorityReceipt:
+    """Refuse a missing (null) or foreign authority object before anything else is looked at."""
+    if not isinstance(authority, DevelopmentAuthorityReceipt):
+        raise AuthorityMissingError("release.authority_missing", "a verified development authority receipt is required")
+    return authority
 
 
 def _sidecars(constituent_id: str, files: Iterable[tuple[str, str, int]]) -> list[SourceSidecar]:

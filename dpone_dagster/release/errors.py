@@ -22,6 +22,12 @@ class NativeCompileError(CodedError):
     }
 
 
+class AuthorityMissingError(CodedError):
+    codes = {
+        "release.authority_missing": "No verified development authority receipt was supplied; nothing is composed, published or installed without one.",
+    }
+
+
 class MembershipError(CodedError):
     codes = {
         "release.membership_empty": "A project, selector or the release as a whole has no members; empty membership is refused.",

@@ -39,6 +39,7 @@ from dpone_dagster.contracts.receipts import (
     MaterializationReceipt,
 )
 from dpone_dagster.release.budget import require_within_budget
+from dpone_dagster.release.compose import require_authority
 from dpone_dagster.release.bundle import ReleaseBundle, deployment_id_of, open_bundle
 from dpone_dagster.release.errors import ActivationError, DurabilityUncertainError, IntegrityError, RegistryError
 from dpone_dagster.release.install_records import (
@@ -109,6 +110,7 @@ class ReleaseCache:
         self, bundle: ReleaseBundle, *, authority: DevelopmentAuthorityReceipt, receipt: MaterializationReceipt | None
     ) -> MaterializationResult:
         """Install `bundle` into the cache (idempotent). Nothing is written unless every check passes."""
+        require_authority(authority)
         verified = open_bundle(bundle.members, expected_release_id=bundle.release_id)
         if authority.grant_digest != verified.parent.grant_digest:
             raise IntegrityError("release.integrity_mismatch", "the authority presented is not the grant this release was built under")

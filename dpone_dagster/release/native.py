@@ -60,6 +60,8 @@ _PATH_KEYS = (
     ("docs-paths", ()),
 )
 _PROJECT_FILES = ("dbt_project.yml", "selectors.yml")
+_WORKLOAD_SUFFIXES = (".sql", ".py", ".csv")
+_WORKLOAD_PATH_KEYS = ("model-paths", "seed-paths", "snapshot-paths")
 _DOWNLOADING_FILES = ("packages.yml", "dependencies.yml")
 
 COMPILE_PROFILE: dict[str, object] = {
@@ -213,6 +215,7 @@ def _compile_project(
     inputs = private / "project"
     closure = _copy_inputs(project_root, inputs, config, relative)
     _require_in_snapshot(closure, snapshot)
+    _require_workload_files(closure, config, relative)
     selection = _selection(inputs)
     manifest, selected = _run_dbt(inputs, private, name, selection, timeout_seconds)
     nodes = _project_nodes(manifest, name, selected)
@@ -314,6 +317,19 @@ def _copy_inputs(project_root: Path, destination: Path, config: Mapping, relativ
             for file in sorted(files):
                 copy(Path(walked) / file, (Path(walked) / file).relative_to(project_root).as_posix())
     return tuple(sorted(copied, key=lambda item: item.path))
+
+
+def _require_workload_files(closure: tuple[SourceFile, ...], config: Mapping, relative: str) -> None:
+    """An empty project is refused before dbt runs: no model, seed or snapshot file at all."""
+    defaults = dict(_PATH_KEYS)
+    roots = [root for key in _WORKLOAD_PATH_KEYS for root in config.get(key, list(defaults[key]))]
+    prefixes = tuple(f"{_outer(root, relative)}/" for root in roots)
+    if not any(item.path.startswith(prefixes) and item.path.endswith(_WORKLOAD_SUFFIXES) for item in closure):
+        raise MembershipError("release.membership_empty", f"project at {relative!r} has no model, seed or snapshot file")
+
+
+def _outer(inner: str, relative: str) -> str:
+    return inner if relative == "." else f"{relative}/{inner}"
 
 
 def _require_in_snapshot(closure: tuple[SourceFile, ...], snapshot: SourceSnapshot) -> None:

@@ -43,7 +43,7 @@ from dpone_dagster.contracts.target import DeploymentProjection
 from dpone_dagster.release.admission import AdmissionDenial, RuntimeTask, admission_view, admit
 from dpone_dagster.release.budget import require_within_budget
 from dpone_dagster.release.bundle import ReleaseBundle, deployment_id_of
-from dpone_dagster.release.compose import compose_release
+from dpone_dagster.release.compose import compose_release, require_authority
 from dpone_dagster.release.errors import DurabilityUncertainError
 from dpone_dagster.release.flows import capture_ordinary
 from dpone_dagster.release.install import ActivationResult, ReleaseCache
@@ -145,6 +145,8 @@ class ReleasePipeline:
     def publish(
         self, bundle: ReleaseBundle, *, authority: DevelopmentAuthorityReceipt, receipt: PublicationReceipt | None
     ) -> PublicationResult:
+        require_authority(authority)
+
         def admit_publication(verified: ReleaseBundle) -> None:
             require_within_budget(
                 workloads=verified.workload_count, source_bytes=verified.source_bytes, limits=authority.effective_limits
