@@ -182,6 +182,29 @@ class ResolvedLake:
                 raise
         return warnings
 
+    @property
+    def extensions(self) -> tuple[str, ...]:
+        """The DuckDB extensions this plan needs (each costs a signature check when loaded)."""
+        needed = ["ducklake"]
+        rendered = " ".join(s.render() for s in self.plan())
+        if self.catalog.kind == "postgres" or "'ducklake:postgres:" in rendered:
+            needed.append("postgres_scanner")
+        if "(TYPE s3" in rendered:
+            needed.append("httpfs")
+        return tuple(needed)
+
+    def connect(self, *, credentials: CredentialResolver | None = None):
+        """A new `duck.connect()` connection with just the needed extensions, plan applied."""
+        from dpone_dagster.lake.duck import connect
+
+        conn = connect(extensions=self.extensions)
+        try:
+            self.apply(conn, credentials=credentials)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
     def _prepare_local_paths(self) -> None:
         if self.catalog.kind in ("duckdb", "sqlite"):
             Path(self.catalog.target).parent.mkdir(parents=True, exist_ok=True)

@@ -27,22 +27,20 @@ def test_root_attach_writes_and_reads_real_files(lake_env):
     assert files and all(f.endswith(".parquet") for f in files)
 
 
-def test_statements_redact_credentials(lake_env):
-    resolved = resolve("prod", config=lake_env.config)
+def test_statements_redact_credentials(pg_s3_lake):
+    resolved = resolve("prod", config=pg_s3_lake.config)
     shown = "\n".join(resolved.statements())
     assert resolved.data_path in shown and "ATTACH IF NOT EXISTS" in shown
-    if lake_env.kind == "pg_s3":
-        secret = os.environ["DPONE_TEST_S3_SECRET"]
-        key_id = os.environ["DPONE_TEST_S3_KEY_ID"]
-        assert secret not in shown and key_id not in shown and "<redacted>" in shown
-        real = "\n".join(resolved.statements(redact=False))
-        assert secret in real and key_id in real
-        assert secret not in repr(resolved)
+    secret = os.environ["DPONE_TEST_S3_SECRET"]
+    key_id = os.environ["DPONE_TEST_S3_KEY_ID"]
+    assert secret not in shown and key_id not in shown and "<redacted>" in shown
+    real = "\n".join(resolved.statements(redact=False))
+    assert secret in real and key_id in real
+    assert secret not in repr(resolved)
 
 
-def test_catalog_password_is_a_reference_rendered_only_on_demand(lake_env, monkeypatch):
-    if lake_env.kind != "pg_s3":
-        pytest.skip("only PostgreSQL catalogs take a password")
+def test_catalog_password_is_a_reference_rendered_only_on_demand(pg_s3_lake, monkeypatch):
+    lake_env = pg_s3_lake
     lake = lake_env.lake.model_copy(update={"catalog_password_env": "DPONE_TEST_PG_PASSWORD"})
     config = lake_env.config.model_copy(update={"lakes": (lake,)})
     monkeypatch.setenv("DPONE_TEST_PG_PASSWORD", "it's s3cret")
@@ -54,9 +52,8 @@ def test_catalog_password_is_a_reference_rendered_only_on_demand(lake_env, monke
     assert r"password=''it\''s s3cret''" in real
 
 
-def test_missing_credential_fails_with_a_typed_error(lake_env, monkeypatch):
-    if lake_env.kind != "pg_s3":
-        pytest.skip("the embedded lake has no credentials")
+def test_missing_credential_fails_with_a_typed_error(pg_s3_lake, monkeypatch):
+    lake_env = pg_s3_lake
     monkeypatch.delenv("DPONE_TEST_S3_SECRET")
     resolved = resolve("prod", config=lake_env.config)
     conn = connect()
@@ -66,7 +63,8 @@ def test_missing_credential_fails_with_a_typed_error(lake_env, monkeypatch):
     assert "DPONE_TEST_S3_SECRET" in caught.value.message
 
 
-def test_data_path_in_attach_args_is_refused(lake_env):
+def test_data_path_in_attach_args_is_refused(embedded_lake):
+    lake_env = embedded_lake
     lake = lake_env.lake.model_copy(update={"attach_args": {"data_path": "/elsewhere/"}})
     config = lake_env.config.model_copy(update={"lakes": (lake,)})
     with pytest.raises(LakeError) as caught:
@@ -74,7 +72,8 @@ def test_data_path_in_attach_args_is_refused(lake_env):
     assert caught.value.code == "lake.reserved_option"
 
 
-def test_targets_must_be_table_names(lake_env):
+def test_targets_must_be_table_names(embedded_lake):
+    lake_env = embedded_lake
     with pytest.raises(LakeError):
         resolve("prod", config=lake_env.config, targets="orders")
     with pytest.raises(LakeError):

@@ -1,0 +1,161 @@
+"""Test lakes (the embedded default; PostgreSQL catalog + moto S3) and helpers that use them.
+
+Tables are materialized with plain SQL through the resolved attach, exactly like a managed
+materialize: target attach (with the table as a target), CREATE OR REPLACE TABLE, tracking.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from dpone_dagster.config import DponeConfig, LakeConfig, StorageConfig, load_config
+
+
+@dataclass(frozen=True)
+class LakeEnv:
+    """One test lake setup: the config plus ways to look at its physical storage."""
+
+    kind: str
+    config: DponeConfig
+    list_files: Callable[[str], list[str]]
+    s3_bucket: str | None = None
+
+    @property
+    def lake(self) -> LakeConfig:
+        return self.config.lake("main")
+
+
+def embedded_env(state_dir: Path) -> LakeEnv:
+    base = load_config()
+    lake = base.embedded_main_lake().model_copy(update={"attach_args": {"DATA_INLINING_ROW_LIMIT": 0}})
+    config = base.model_copy(update={"lakes": (lake,)})
+
+    def list_files(prefix: str) -> list[str]:
+        root = Path(prefix)
+        return sorted(str(p) for p in root.rglob("*") if p.is_file()) if root.exists() else []
+
+    return LakeEnv("embedded", config, list_files)
+
+
+def pg_s3_env(postgres_server, database: str, s3_server, bucket: str) -> LakeEnv:
+    base = load_config()
+    lake = LakeConfig(
+        name="main",
+        catalog="postgres:" + postgres_server.dsn(database),
+        data_path=f"s3://{bucket}/lakes/main/",
+        storage=StorageConfig(
+            endpoint=s3_server.endpoint,
+            url_style="path",
+            use_ssl=False,
+            region=s3_server.region,
+            key_id_env="DPONE_TEST_S3_KEY_ID",
+            secret_env="DPONE_TEST_S3_SECRET",
+        ),
+        attach_args={"DATA_INLINING_ROW_LIMIT": 0},
+    )
+    config = base.model_copy(
+        update={"lakes": (lake,), "control_store_url": postgres_server.url(database)}
+    )
+
+    def list_files(prefix: str) -> list[str]:
+        assert prefix.startswith(f"s3://{bucket}/")
+        key_prefix = prefix[len(f"s3://{bucket}/") :]
+        return [f"s3://{bucket}/{k}" for k in s3_server.keys(bucket, key_prefix)]
+
+    return LakeEnv("pg_s3", config, list_files, s3_bucket=bucket)
+
+
+_POOL: dict[tuple[str, ...], object] = {}
+
+
+def _reset(conn) -> None:
+    try:
+        conn.execute("ROLLBACK")
+    except Exception:
+        pass
+    conn.execute("USE memory")
+    names = conn.execute(
+        "SELECT database_name FROM duckdb_databases() WHERE NOT internal AND database_name <> 'memory'"
+    ).fetchall()
+    for (name,) in names:
+        conn.execute(f'DETACH "{name}"')
+    for (name,) in conn.execute("SELECT name FROM duckdb_secrets() WHERE NOT persistent").fetchall():
+        conn.execute(f'DROP TEMPORARY SECRET "{name}"')
+
+
+@contextmanager
+def attached(env: LakeEnv, workspace: str, *, targets=()) -> Iterator:
+    """A connection with `main` attached as `workspace` resolves it.
+
+    Loading extensions costs about a second per new DuckDB instance (signature checks), so tests
+    reuse one instance per extension set and detach everything (and drop secrets) after each use,
+    which is what a long-lived dbt-duckdb or Dagster process does between runs as well.
+    """
+    from dpone_dagster.lake.duck import connect
+    from dpone_dagster.lake.resolve import resolve
+
+    resolved = resolve(workspace, "main", config=env.config, targets=targets)
+    conn = _POOL.get(resolved.extensions)
+    if conn is None:
+        conn = _POOL[resolved.extensions] = connect(extensions=resolved.extensions)
+    try:
+        resolved.apply(conn)
+        yield conn
+    finally:
+        _reset(conn)
+
+
+def run_sql(env: LakeEnv, workspace: str, sql: str | list[str], *, targets=(), fetch: str | None = None):
+    """Attach `main` as `workspace` resolves it, run `sql`, optionally fetch one query's rows."""
+    with attached(env, workspace, targets=targets) as conn:
+        for statement in [sql] if isinstance(sql, str) else sql:
+            conn.execute(statement)
+        return conn.execute(fetch).fetchall() if fetch else None
+
+
+def materialize(env: LakeEnv, workspace: str, table: str, select_sql: str, *, status: str = "materialized") -> int:
+    """A managed materialize with plain SQL: target attach, CREATE OR REPLACE TABLE, tracking."""
+    from dpone_dagster.lake.resolve import TableName
+    from dpone_dagster.lake.tracking import record_materialization
+
+    name = TableName.parse(table)
+    with attached(env, workspace, targets=[table]) as conn:
+        conn.execute(f"CREATE SCHEMA IF NOT EXISTS lake_main.{name.schema}")
+        conn.execute(f"CREATE OR REPLACE TABLE lake_main.{name.schema}.{name.table} AS {select_sql}")
+        columns = conn.execute(
+            "SELECT column_name, data_type FROM information_schema.columns WHERE table_catalog = "
+            "'lake_main' AND table_schema = ? AND table_name = ? ORDER BY ordinal_position",
+            [name.schema, name.table],
+        ).fetchall()
+        snapshot = conn.execute("SELECT max(snapshot_id) FROM lake_main.snapshots()").fetchone()[0]
+    record_materialization(
+        workspace, "main", name.schema, name.table, status=status, snapshot_id=snapshot,
+        columns=columns, config=env.config,
+    )
+    return snapshot
+
+
+@dataclass(frozen=True)
+class LakeFingerprint:
+    """Everything that must never change in a parent: its snapshots, catalog files and stored files."""
+
+    snapshots: tuple
+    catalog_files: tuple
+    stored_files: tuple
+
+
+def fingerprint(env: LakeEnv, workspace: str = "prod") -> LakeFingerprint:
+    from dpone_dagster.lake.resolve import resolve
+
+    with attached(env, workspace) as conn:
+        snapshots = conn.execute(
+            "SELECT snapshot_id, schema_version, changes::VARCHAR FROM lake_main.snapshots() ORDER BY 1"
+        ).fetchall()
+        files = conn.execute(
+            "SELECT path FROM __ducklake_metadata_lake_main.ducklake_data_file ORDER BY 1"
+        ).fetchall()
+    data_path = resolve(workspace, "main", config=env.config).data_path
+    return LakeFingerprint(tuple(snapshots), tuple(files), tuple(env.list_files(data_path)))
