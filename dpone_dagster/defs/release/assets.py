@@ -61,7 +61,7 @@ def development_policy(context: AssetExecutionContext) -> bytes:
     with refusals_as_failures():
         created = authority.prepare()
         pinned = authority.pinned_policy_digest()
-        stored = authority.documents().policy
+        stored = authority.policy()
     context.add_output_metadata(
         {
             "pinned_policy_digest": pinned,

@@ -116,12 +116,15 @@ class AuthorityDocuments:
             raise PlatformError("release.authority_documents_missing", f"the authority location has no {', '.join(missing)}")
         return AuthorityBytes(policy=found[POLICY_KEY], grant=found[GRANT_KEY], signatures=found[SIGNATURES_KEY])
 
-    def policy_bytes(self, policy_digest: str) -> bytes:
-        """`PolicySource`: the stored policy bytes (verify_policy checks them against the digest)."""
+    def read_policy(self) -> bytes:
         data = self.store.get(POLICY_KEY)
         if data is None:
-            raise LookupError("no stored policy")
+            raise PlatformError("release.authority_documents_missing", f"the authority location has no {POLICY_KEY}")
         return data
+
+    def policy_bytes(self, policy_digest: str) -> bytes:
+        """`PolicySource`: the stored policy bytes (verify_policy checks them against the digest)."""
+        return self.read_policy()
 
 
 def object_store(location: str, storage: StorageConfig | None = None) -> ObjectStore:

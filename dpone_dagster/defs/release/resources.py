@@ -72,8 +72,14 @@ class AuthorityPlatform:
     def pinned_policy_digest(self) -> str:
         return self.protected.read().policy_digest
 
+    def _documents(self) -> AuthorityDocuments:
+        return AuthorityDocuments(object_store(self.settings.authority_location, self.settings.storage))
+
+    def policy(self) -> bytes:
+        return self._documents().read_policy()
+
     def documents(self) -> AuthorityBytes:
-        return AuthorityDocuments(object_store(self.settings.authority_location, self.settings.storage)).read()
+        return self._documents().read()
 
     @staticmethod
     def signatures(data: bytes) -> GrantSignatures:
@@ -82,7 +88,7 @@ class AuthorityPlatform:
     def ports(self) -> AuthorityPorts:
         return AuthorityPorts(
             clock=self.clock,
-            policies=AuthorityDocuments(object_store(self.settings.authority_location, self.settings.storage)),
+            policies=self._documents(),
             epochs=self.protected,
             sequences=SqlAcceptedSequenceStore(open_store(self.settings.control_store_url)),
             signatures=Ed25519SignatureVerifier(),
@@ -160,7 +166,9 @@ def release_resources(settings: ReleaseSettings) -> dict[str, dg.ResourceDefinit
         "release_cache": (ReleaseCacheResource(settings), "Local immutable release cache of the target environment"),
         "release_source": (ReleaseSourceResource(settings), f"Source repository {settings.source_repository} at {settings.source_commit[:12]}"),
     }
-    return {
-        key: dg.ResourceDefinition.hardcoded_resource(value, description=description)
-        for key, (value, description) in described.items()
-    }
+    return {key: _fixed(value, description) for key, (value, description) in described.items()}
+
+
+def _fixed(value: object, description: str) -> dg.ResourceDefinition:
+    """A resource whose config schema is the empty shape: any run configuration is rejected."""
+    return dg.ResourceDefinition(resource_fn=lambda _context: value, config_schema={}, description=description)

@@ -104,7 +104,6 @@ def build_revocation_sensor(settings: ReleaseSettings) -> dg.SensorDefinition:
         name="revocation_sensor",
         minimum_interval_seconds=30,
         default_status=dg.DefaultSensorStatus.RUNNING,
-        asset_selection=[installed_release],
         description="When the protected revocation epoch changes, marks every installed release blocked.",
     )
     def revocation_sensor(context: SensorEvaluationContext):
