@@ -33,8 +33,10 @@ from dpone_dagster.contracts.canonical import CanonicalError, loads_canonical
 from dpone_dagster.contracts.coded import CodedError
 from dpone_dagster.contracts.dispatch import DispatchError, read_development_document
 from dpone_dagster.contracts.flows import CapturedWorkload
+from dpone_dagster.contracts.receipts import DevelopmentAuthorityReceipt
 from dpone_dagster.contracts.identity import digest
 from dpone_dagster.contracts.release_documents import DbtDevelopmentReleaseSet, DevelopmentReleaseSetV3
+from dpone_dagster.contracts.target import DeploymentProjection
 from dpone_dagster.release.errors import IntegrityError
 
 PARENT_PATH = "release.json"
@@ -239,3 +241,20 @@ def _parse(model: type[ContractModel], data: bytes):
 def deployment_id_of(release_id: str, environment: str) -> str:
     """The deployment of `release_id` into `environment`. Persisted in receipts: must never change."""
     return f"{environment}:{release_id.removeprefix('sha256:')}"
+
+
+def deployment_projection(bundle: ReleaseBundle, authority: DevelopmentAuthorityReceipt) -> DeploymentProjection:
+    """The integrity-checked deployment projection operation receipts are issued against.
+
+    Environment comes from the verified authority whose grant digest the parent binds; tier and
+    grant digest from the verified parent itself; never from labels, names or flags.
+    """
+    if authority.grant_digest != bundle.parent.grant_digest:
+        raise IntegrityError("release.integrity_mismatch", "the authority presented is not the grant this release was built under")
+    return DeploymentProjection(
+        release_id=bundle.release_id,
+        deployment_id=deployment_id_of(bundle.release_id, authority.environment),
+        environment=authority.environment,
+        trust_tier=bundle.parent.trust_tier,
+        grant_digest=bundle.parent.grant_digest,
+    )

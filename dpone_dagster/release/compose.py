@@ -84,18 +84,23 @@ def assemble_native_release(compilation: NativeCompilation, authority: Developme
         for project in sorted(compilation.projects, key=lambda item: item.name)
     ]
     return DbtDevelopmentReleaseSet(
-        artifact_wire=ARTIFACT_WIRE,
-        authority_family="development",
-        purpose="development_delivery",
-        trust_tier="non_production",
-        policy_digest=authority.policy_digest,
-        grant_digest=authority.grant_digest,
-        source_repository_digest=authority.source_repository_digest,
-        source_commit=authority.source_commit,
-        source_snapshot_digest=compilation.source_snapshot_digest,
-        projects=projects,
-        delivery_status="delivered_dormant",
+        artifact_wire=ARTIFACT_WIRE, projects=projects, **_development_binding(authority, compilation.source_snapshot_digest)
     )
+
+
+def _development_binding(authority: DevelopmentAuthorityReceipt, snapshot_digest: str) -> dict[str, str]:
+    """The fields every development release document binds: family, tier, authority, exact source."""
+    return {
+        "authority_family": "development",
+        "purpose": "development_delivery",
+        "trust_tier": "non_production",
+        "policy_digest": authority.policy_digest,
+        "grant_digest": authority.grant_digest,
+        "source_repository_digest": authority.source_repository_digest,
+        "source_commit": authority.source_commit,
+        "source_snapshot_digest": snapshot_digest,
+        "delivery_status": "delivered_dormant",
+    }
 
 
 def compose_release(
@@ -161,21 +166,13 @@ def compose_release(
     for sidecar in sidecars:
         members[sidecar_path(sidecar.constituent_id, sidecar.path)] = _exact_bytes(source, sidecar)
     parent = DevelopmentReleaseSetV3(
-        authority_family="development",
-        purpose="development_delivery",
-        trust_tier="non_production",
-        policy_digest=authority.policy_digest,
-        grant_digest=authority.grant_digest,
-        source_repository_digest=authority.source_repository_digest,
-        source_commit=authority.source_commit,
-        source_snapshot_digest=snapshots.pop(),
+        **_development_binding(authority, snapshots.pop()),
         native_constituents=native_constituents,
         ordinary_constituents=ordinary_constituents,
         source_sidecars=sidecars,
         integrity_subject=integrity_subject_for(native_constituents, ordinary_constituents, sidecars),
         execution_subjects=authority.execution_subjects,
         route_certifications=(),
-        delivery_status="delivered_dormant",
     )
     members[PARENT_PATH] = parent.canonical_bytes()
     return _stage_and_verify(members, stage_dir)

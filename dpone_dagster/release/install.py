@@ -40,7 +40,7 @@ from dpone_dagster.contracts.receipts import (
 )
 from dpone_dagster.release.budget import require_within_budget
 from dpone_dagster.release.compose import require_authority
-from dpone_dagster.release.bundle import ReleaseBundle, deployment_id_of, open_bundle
+from dpone_dagster.release.bundle import ReleaseBundle, deployment_id_of, deployment_projection, open_bundle
 from dpone_dagster.release.errors import ActivationError, DurabilityUncertainError, IntegrityError, RegistryError
 from dpone_dagster.release.install_records import (
     ActivationAction,
@@ -112,10 +112,8 @@ class ReleaseCache:
         """Install `bundle` into the cache (idempotent). Nothing is written unless every check passes."""
         require_authority(authority)
         verified = open_bundle(bundle.members, expected_release_id=bundle.release_id)
-        if authority.grant_digest != verified.parent.grant_digest:
-            raise IntegrityError("release.integrity_mismatch", "the authority presented is not the grant this release was built under")
+        deployment_id = deployment_projection(verified, authority).deployment_id
         require_within_budget(workloads=verified.workload_count, source_bytes=verified.source_bytes, limits=authority.effective_limits)
-        deployment_id = deployment_id_of(verified.release_id, authority.environment)
         self.admission.require_current(receipt, MaterializationReceipt, release_id=verified.release_id, deployment_id=deployment_id)
         final = self._deployment_dir(verified.release_id)
         if final.exists():
@@ -229,15 +227,8 @@ class ReleaseCache:
         deployment_id = installed.record.deployment_id
         self.admission.require_current(receipt, ActivationReceipt, release_id=release_id, deployment_id=deployment_id, purpose="activate")
         pointer = self.current()
-        entries = self.audit_log()
-        intent = ActivationIntent(
-            action=action,
-            release_id=release_id,
-            deployment_id=deployment_id,
-            previous_release_id=pointer.release_id if pointer else None,
-            audit_sequence=len(entries) + 1,
-            receipt_digest=receipt.document_digest(),
-            prepared_at=format_timestamp(self.clock.now()),
+        intent = self._intent(
+            action, release_id, deployment_id, pointer.release_id if pointer else None, len(self.audit_log()) + 1, receipt
         )
         try:
             self.files.replace(self._intent_path, intent.canonical_bytes())
@@ -279,16 +270,29 @@ class ReleaseCache:
         if pointer.audit_sequence != len(entries) + 1:
             raise ActivationError("release.audit_log_corrupt", "the audit log lost entries before the active deployment's")
         self._validated(pointer.release_id, pointer.deployment_id, receipt, purpose="audit_repair")
-        intent = ActivationIntent(
-            action="activate",
-            release_id=pointer.release_id,
-            deployment_id=pointer.deployment_id,
-            previous_release_id=pointer.previous_release_id,
-            audit_sequence=pointer.audit_sequence,
+        intent = self._intent(
+            "activate", pointer.release_id, pointer.deployment_id, pointer.previous_release_id, pointer.audit_sequence, receipt
+        )
+        return self._append_audit(intent, authorized_by="audit_repair")
+
+    def _intent(
+        self,
+        action: ActivationAction,
+        release_id: str,
+        deployment_id: str,
+        previous_release_id: str | None,
+        audit_sequence: int,
+        receipt: ActivationReceipt,
+    ) -> ActivationIntent:
+        return ActivationIntent(
+            action=action,
+            release_id=release_id,
+            deployment_id=deployment_id,
+            previous_release_id=previous_release_id,
+            audit_sequence=audit_sequence,
             receipt_digest=receipt.document_digest(),
             prepared_at=format_timestamp(self.clock.now()),
         )
-        return self._append_audit(intent, authorized_by="audit_repair")
 
     def _complete(self, intent: ActivationIntent, receipt: ActivationReceipt, *, authorized_by: AuthorizedBy) -> None:
         """From a durable intent: validate, commit the pointer, append the audit entry, clear the intent."""

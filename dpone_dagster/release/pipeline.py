@@ -42,7 +42,7 @@ from dpone_dagster.contracts.receipts import (
 from dpone_dagster.contracts.target import DeploymentProjection
 from dpone_dagster.release.admission import AdmissionDenial, RuntimeTask, admission_view, admit
 from dpone_dagster.release.budget import require_within_budget
-from dpone_dagster.release.bundle import ReleaseBundle, deployment_id_of
+from dpone_dagster.release.bundle import ReleaseBundle, deployment_projection
 from dpone_dagster.release.compose import compose_release, require_authority
 from dpone_dagster.release.errors import DurabilityUncertainError
 from dpone_dagster.release.flows import capture_ordinary
@@ -132,13 +132,7 @@ class ReleasePipeline:
 
     def projection(self, bundle: ReleaseBundle, authority: DevelopmentAuthorityReceipt) -> DeploymentProjection:
         """The integrity-checked deployment projection receipts are issued against."""
-        return DeploymentProjection(
-            release_id=bundle.release_id,
-            deployment_id=deployment_id_of(bundle.release_id, authority.environment),
-            environment=authority.environment,
-            trust_tier=bundle.parent.trust_tier,
-            grant_digest=bundle.parent.grant_digest,
-        )
+        return deployment_projection(bundle, authority)
 
     # -- stage 3: publish -------------------------------------------------------------------
 
@@ -155,7 +149,7 @@ class ReleasePipeline:
                 receipt,
                 PublicationReceipt,
                 release_id=verified.release_id,
-                deployment_id=deployment_id_of(verified.release_id, authority.environment),
+                deployment_id=deployment_projection(verified, authority).deployment_id,
             )
 
         with self._recorded(bundle.release_id, ReleaseState.PUBLISHED):

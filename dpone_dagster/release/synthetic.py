@@ -44,7 +44,7 @@ from dpone_dagster.contracts.receipts import (
     PublicationReceipt,
 )
 from dpone_dagster.contracts.target import DeploymentProjection, TargetConfiguration
-from dpone_dagster.release.bundle import SELECTION_KIND, ReleaseBundle, deployment_id_of
+from dpone_dagster.release.bundle import SELECTION_KIND, ReleaseBundle, deployment_projection
 from dpone_dagster.release.native import NativeCompilation, NativeNode, NativeProject, SourceFile, compile_profile_digest
 from dpone_dagster.release.source import SourceFile as SnapshotFile
 from dpone_dagster.release.source import SourceSnapshot
@@ -288,13 +288,7 @@ class SyntheticTarget:
         )
 
     def projection(self, bundle: ReleaseBundle, authority: DevelopmentAuthorityReceipt) -> DeploymentProjection:
-        return DeploymentProjection(
-            release_id=bundle.release_id,
-            deployment_id=deployment_id_of(bundle.release_id, authority.environment),
-            environment=authority.environment,
-            trust_tier=bundle.parent.trust_tier,
-            grant_digest=bundle.parent.grant_digest,
-        )
+        return deployment_projection(bundle, authority)
 
     def publication(self, bundle: ReleaseBundle, authority: DevelopmentAuthorityReceipt) -> PublicationReceipt:
         return self.issuer.issue_publication(authority, self.projection(bundle, authority))
