@@ -89,6 +89,7 @@ def _row_count(conn, lake_alias: str, table: str) -> int:
     project=DBT_PROJECT,
     dagster_dbt_translator=TRANSLATOR,
     name="synthetic_dbt_build",
+    pool=f"ducklake_{TRANSLATOR.lake}",
 )
 def synthetic_dbt_assets(
     context: AssetExecutionContext, dbt: DbtCliResource, ducklake: DuckLakeResource
