@@ -85,7 +85,12 @@ def _delivery_seconds(scale: int) -> float:
         root = Path(tempfile.mkdtemp(prefix="dpone-bench-"))
         try:
             release = synthetic_release(target, models=models, workloads=workloads)
-            ReleaseRegistry(LocalDirectoryStore(root / "registry")).publish(release.bundle, admit=lambda _: None)
+            ReleaseRegistry(LocalDirectoryStore(root / "registry")).publish(
+                release.bundle,
+                authority=release.authority,
+                receipt=target.publication(release.bundle, release.authority),
+                admission=target.issuer,
+            )
             cache = ReleaseCache(root / "cache", admission=target.issuer, clock=target.clock)
             cache.materialize(release.bundle, authority=release.authority, receipt=target.materialization(release.bundle, release.authority))
         finally:

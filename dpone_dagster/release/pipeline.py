@@ -41,9 +41,8 @@ from dpone_dagster.contracts.receipts import (
 )
 from dpone_dagster.contracts.target import DeploymentProjection
 from dpone_dagster.release.admission import AdmissionDenial, RuntimeTask, admission_view, admit
-from dpone_dagster.release.budget import require_within_budget
 from dpone_dagster.release.bundle import ReleaseBundle, deployment_projection
-from dpone_dagster.release.compose import compose_release, require_authority
+from dpone_dagster.release.compose import compose_release
 from dpone_dagster.release.errors import DurabilityUncertainError
 from dpone_dagster.release.flows import capture_ordinary
 from dpone_dagster.release.install import ActivationResult, ReleaseCache
@@ -139,21 +138,8 @@ class ReleasePipeline:
     def publish(
         self, bundle: ReleaseBundle, *, authority: DevelopmentAuthorityReceipt, receipt: PublicationReceipt | None
     ) -> PublicationResult:
-        require_authority(authority)
-
-        def admit_publication(verified: ReleaseBundle) -> None:
-            require_within_budget(
-                workloads=verified.workload_count, source_bytes=verified.source_bytes, limits=authority.effective_limits
-            )
-            self.admission.require_current(
-                receipt,
-                PublicationReceipt,
-                release_id=verified.release_id,
-                deployment_id=deployment_projection(verified, authority).deployment_id,
-            )
-
         with self._recorded(bundle.release_id, ReleaseState.PUBLISHED):
-            result = self.registry.publish(bundle, admit=admit_publication)
+            result = self.registry.publish(bundle, authority=authority, receipt=receipt, admission=self.admission)
         self._advance(bundle.release_id, ReleaseState.PUBLISHED, bytes_written=result.bytes_written)
         return result
 

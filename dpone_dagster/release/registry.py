@@ -8,7 +8,7 @@ Layout (the same on a local directory and on S3):
 
 `publish` runs, in order: full bundle verification (sealed projection and artifact integrity), the
 combined workload and byte budget, the publication receipt re-verified against the live target
-(`admit`), then blob writes, a reread of every blob, the commit object, and a reread of the commit.
+(`TargetAdmission.require_current`), then blob writes, a reread of every blob, the commit object, and a reread of the commit.
 Everything before the first write is a refusal that leaves the registry untouched; a failure after
 the first write is `release.durability_uncertain` listing what is known. An identical retry finds
 the commit and writes zero bytes; a retry after an uncertain failure converges on the same identity.
@@ -21,7 +21,7 @@ any that vanished, but cleanup racing it is still an operator error).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -31,9 +31,12 @@ from dpone_dagster.contracts.base import ContractModel, parse_document
 from dpone_dagster.contracts.bounds import Digest, sorted_unique
 from dpone_dagster.contracts.canonical import CanonicalError
 from dpone_dagster.contracts.coded import CodedError
-from dpone_dagster.release.bundle import MemberDigest, ReleaseBundle, content_sha256, open_bundle
+from dpone_dagster.contracts.receipts import DevelopmentAuthorityReceipt, PublicationReceipt
+from dpone_dagster.release.budget import require_within_budget
+from dpone_dagster.release.bundle import MemberDigest, ReleaseBundle, content_sha256, deployment_projection, open_bundle
+from dpone_dagster.release.compose import require_authority
 from dpone_dagster.release.errors import DurabilityUncertainError, RegistryError
-from dpone_dagster.release.ports import ObjectStore
+from dpone_dagster.release.ports import ObjectStore, TargetAdmission
 
 COMMIT_SCHEMA = "dpone.release-commit.v1"
 MAX_MEMBERS = 50_000
@@ -79,13 +82,22 @@ class ReleaseRegistry:
         self.store = store
         self.name = name
 
-    def publish(self, bundle: ReleaseBundle, *, admit: Callable[[ReleaseBundle], None]) -> PublicationResult:
-        """Publish `bundle`. `admit` re-verifies budget and the publication receipt; it runs right
-        before the first registry write and must raise to refuse."""
+    def publish(
+        self,
+        bundle: ReleaseBundle,
+        *,
+        authority: DevelopmentAuthorityReceipt,
+        receipt: PublicationReceipt | None,
+        admission: TargetAdmission,
+    ) -> PublicationResult:
+        """Publish `bundle` under `receipt`, re-verified with `admission` right before the first write."""
+        require_authority(authority)
         verified = open_bundle(bundle.members, expected_release_id=bundle.release_id)
+        deployment_id = deployment_projection(verified, authority).deployment_id
         commit = commit_for(verified)
         key = commit_key(verified.release_id)
-        admit(verified)
+        require_within_budget(workloads=verified.workload_count, source_bytes=verified.source_bytes, limits=authority.effective_limits)
+        admission.require_current(receipt, PublicationReceipt, release_id=verified.release_id, deployment_id=deployment_id)
         existing = self._read(key)
         if existing is None:
             return self._write(verified, commit, key)

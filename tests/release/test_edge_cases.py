@@ -288,7 +288,10 @@ def test_a_direct_native_release_without_a_parent_is_refused(site):
     release = synthetic_release(site.target)
     native_document = next(data for path, data in release.bundle.members.items() if path.startswith("native/") and path.count("/") == 1)
     direct = release.bundle.__class__(**{**release.bundle.__dict__, "members": {PARENT_PATH: native_document}})
-    refused(lambda: site.pipeline.registry.publish(direct, admit=lambda _: None), "release.not_development_family")
+    refused(
+        lambda: site.pipeline.registry.publish(direct, authority=release.authority, receipt=None, admission=site.target.issuer),
+        "release.not_development_family",
+    )
     refused(lambda: site.pipeline.cache.materialize(direct, authority=release.authority, receipt=None), "release.not_development_family")
     assert site.everything() == [] and site.pipeline.cache.deployments() == []
 

@@ -21,7 +21,7 @@ def delivered(tmp_path_factory):
     release = synthetic_release(target)
     bundle, authority = release.bundle, release.authority
     registry = ReleaseRegistry(LocalDirectoryStore(root / "registry"))
-    registry.publish(bundle, admit=lambda _: None)
+    registry.publish(bundle, authority=authority, receipt=target.publication(bundle, authority), admission=target.issuer)
     cache = ReleaseCache(root / "cache", admission=target.issuer, clock=target.clock)
     cache.materialize(bundle, authority=authority, receipt=target.materialization(bundle, authority))
     exported = root / "exported"

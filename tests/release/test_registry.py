@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from dpone_dagster.contracts.receipts import PublicationReceipt
 from dpone_dagster.release.errors import DurabilityUncertainError, RegistryError
 from dpone_dagster.release.object_stores import LocalDirectoryStore, S3Store, require_key
 from dpone_dagster.release.registry import RELEASES, ReleaseRegistry, blob_key, commit_key
@@ -31,18 +30,13 @@ def release(target):
 
 
 def admitting(target, release):
-    receipt = target.publication(release.bundle, release.authority)
-    deployment = target.projection(release.bundle, release.authority).deployment_id
-
-    def admit(verified):
-        target.issuer.require_current(receipt, PublicationReceipt, release_id=verified.release_id, deployment_id=deployment)
-
-    return admit
+    """The publication arguments: authority, a freshly issued receipt, and the live target check."""
+    return {"authority": release.authority, "receipt": target.publication(release.bundle, release.authority), "admission": target.issuer}
 
 
 def test_publish_then_fetch_returns_every_byte(store, target, release):
     registry = ReleaseRegistry(store)
-    result = registry.publish(release.bundle, admit=admitting(target, release))
+    result = registry.publish(release.bundle, **admitting(target, release))
     assert not result.already_published
     assert result.objects_written == len(release.bundle.members) + 1
     assert registry.releases() == [release.bundle.release_id]
@@ -52,20 +46,17 @@ def test_publish_then_fetch_returns_every_byte(store, target, release):
 
 def test_identical_retry_writes_zero_bytes_and_keeps_the_identity(store, target, release):
     registry = ReleaseRegistry(store)
-    first = registry.publish(release.bundle, admit=admitting(target, release))
+    first = registry.publish(release.bundle, **admitting(target, release))
     keys = sorted(store.keys())
-    second = registry.publish(release.bundle, admit=admitting(target, release))
+    second = registry.publish(release.bundle, **admitting(target, release))
     assert second.release_id == first.release_id
     assert (second.bytes_written, second.objects_written, second.already_published) == (0, 0, True)
     assert sorted(store.keys()) == keys
 
 
 def test_refused_admission_leaves_the_registry_empty(store, target, release):
-    def refuse(_verified):
-        target.issuer.require_current(None, PublicationReceipt, release_id=release.bundle.release_id, deployment_id="x")
-
     with pytest.raises(Exception) as raised:
-        ReleaseRegistry(store).publish(release.bundle, admit=refuse)
+        ReleaseRegistry(store).publish(release.bundle, authority=release.authority, receipt=None, admission=target.issuer)
     assert raised.value.code == "admission.receipt_missing"
     assert list(store.keys()) == []
 
@@ -79,7 +70,7 @@ def test_commit_object_is_written_last(store, target, release):
         return real(key, data)
 
     store.put_if_absent = recording
-    ReleaseRegistry(store).publish(release.bundle, admit=admitting(target, release))
+    ReleaseRegistry(store).publish(release.bundle, **admitting(target, release))
     assert order[-1] == commit_key(release.bundle.release_id)
     assert all(key.startswith("blobs/") for key in order[:-1])
 
@@ -120,12 +111,12 @@ def test_a_failure_at_every_write_point_is_uncertain_and_a_retry_converges(tmp_p
     for fail_at in range(1, writes + 1):
         store = LocalDirectoryStore(tmp_path / f"registry-{fail_at}")
         with pytest.raises(DurabilityUncertainError) as raised:
-            ReleaseRegistry(FailingStore(store, fail_at)).publish(release.bundle, admit=admitting(target, release))
+            ReleaseRegistry(FailingStore(store, fail_at)).publish(release.bundle, **admitting(target, release))
         assert raised.value.code == "release.durability_uncertain"
         assert raised.value.release_id == release.bundle.release_id
         assert len(raised.value.written) == fail_at - 1
         assert list(store.keys(RELEASES)) == []
-        retried = ReleaseRegistry(store).publish(release.bundle, admit=admitting(target, release))
+        retried = ReleaseRegistry(store).publish(release.bundle, **admitting(target, release))
         assert retried.release_id == release.bundle.release_id
         assert ReleaseRegistry(store).fetch(release.bundle.release_id).release_id == release.bundle.release_id
 
@@ -135,16 +126,16 @@ def test_a_failed_reread_is_uncertain_never_success(tmp_path, target, release):
     for fail_at in (2, reads_before_commit):
         store = LocalDirectoryStore(tmp_path / f"r{fail_at}")
         with pytest.raises(DurabilityUncertainError):
-            ReleaseRegistry(FailingStore(store, fail_at, reads=True)).publish(release.bundle, admit=admitting(target, release))
+            ReleaseRegistry(FailingStore(store, fail_at, reads=True)).publish(release.bundle, **admitting(target, release))
         assert list(store.keys(RELEASES)) == []
 
 
 def test_s3_failure_part_way_is_uncertain_and_retry_converges(s3_server, s3_bucket, target, release):
     store = S3Store(s3_server.client(), s3_bucket, "p")
     with pytest.raises(DurabilityUncertainError):
-        ReleaseRegistry(FailingStore(store, 3)).publish(release.bundle, admit=admitting(target, release))
+        ReleaseRegistry(FailingStore(store, 3)).publish(release.bundle, **admitting(target, release))
     assert s3_server.keys(s3_bucket, "p/releases/") == []
-    result = ReleaseRegistry(store).publish(release.bundle, admit=admitting(target, release))
+    result = ReleaseRegistry(store).publish(release.bundle, **admitting(target, release))
     assert result.release_id == release.bundle.release_id
     assert s3_server.keys(s3_bucket, "p/releases/") == ["p/" + commit_key(release.bundle.release_id)]
 
@@ -164,7 +155,7 @@ def test_s3_without_conditional_writes_falls_back_to_head_then_put(s3_server, s3
 
 def test_tampered_blob_is_refused_on_fetch(store, target, release):
     registry = ReleaseRegistry(store)
-    registry.publish(release.bundle, admit=admitting(target, release))
+    registry.publish(release.bundle, **admitting(target, release))
     victim = release.bundle.member_digests()[0]
     store.delete(blob_key(victim.content_sha256))
     store.put_if_absent(blob_key(victim.content_sha256), b"tampered")
@@ -176,7 +167,7 @@ def test_tampered_blob_is_refused_on_fetch(store, target, release):
 def test_a_foreign_commit_under_the_release_address_is_a_conflict(store, target, release):
     store.put_if_absent(commit_key(release.bundle.release_id), b'{"schema":"something-else"}')
     with pytest.raises(RegistryError) as raised:
-        ReleaseRegistry(store).publish(release.bundle, admit=admitting(target, release))
+        ReleaseRegistry(store).publish(release.bundle, **admitting(target, release))
     assert raised.value.code == "release.registry_conflict"
 
 
@@ -189,10 +180,10 @@ def test_missing_release_is_not_found(store):
 def test_an_identical_retry_restores_a_vanished_blob(tmp_path, target, release):
     store = LocalDirectoryStore(tmp_path / "registry")
     registry = ReleaseRegistry(store)
-    registry.publish(release.bundle, admit=admitting(target, release))
+    registry.publish(release.bundle, **admitting(target, release))
     victim = release.bundle.member_digests()[0]
     store.delete(blob_key(victim.content_sha256))
-    retried = registry.publish(release.bundle, admit=admitting(target, release))
+    retried = registry.publish(release.bundle, **admitting(target, release))
     assert retried.already_published and retried.objects_written == 1 and retried.bytes_written == victim.size
     assert registry.fetch(release.bundle.release_id).release_id == release.bundle.release_id
 
@@ -200,9 +191,9 @@ def test_an_identical_retry_restores_a_vanished_blob(tmp_path, target, release):
 def test_cleanup_removes_only_blobs_no_commit_references(tmp_path, target, release):
     store = LocalDirectoryStore(tmp_path / "registry")
     with pytest.raises(DurabilityUncertainError):
-        ReleaseRegistry(FailingStore(store, 4)).publish(release.bundle, admit=admitting(target, release))
+        ReleaseRegistry(FailingStore(store, 4)).publish(release.bundle, **admitting(target, release))
     other = synthetic_release(target, models=None, workloads={"solo": (("raw.solo",), ())}, sequence=2)
-    ReleaseRegistry(store).publish(other.bundle, admit=admitting(target, other))
+    ReleaseRegistry(store).publish(other.bundle, **admitting(target, other))
     registry = ReleaseRegistry(store)
     orphans = registry.unreferenced_blobs()
     assert len(orphans) == 3
