@@ -15,7 +15,6 @@ and the state history stay readable as historical evidence.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -173,7 +172,7 @@ class StandardRuntimeLauncher:
     writers: WriterIssuer
     recorder: DenialRecorder | None = None
 
-    def launch(self, release: AdmissionView, task: RuntimeTask, *, connection_aliases: Mapping[str, str] | None = None) -> Any:
+    def launch(self, release: AdmissionView, task: RuntimeTask) -> Any:
         denial = admit(release, task, now=self.clock.now(), current_revocation_epoch=self.epochs.current_epoch())
         if self.recorder is not None:
             self.recorder.record(denial)

@@ -217,7 +217,7 @@ def _compile_project(
     _require_in_snapshot(closure, snapshot)
     _require_workload_files(closure, config, relative)
     selection = _selection(inputs)
-    manifest, selected = _run_dbt(inputs, private, name, selection, timeout_seconds)
+    manifest, selected = _run_dbt(inputs, private, str(config.get("profile") or name), name, selection, timeout_seconds)
     nodes = _project_nodes(manifest, name, selected)
     by_path = {_inner(item.path, relative): item for item in closure}
     _require_closure(manifest, name, by_path, inputs)
@@ -369,9 +369,9 @@ def _scrubbed_environment(home: Path) -> dict[str, str]:
     }
 
 
-def _run_dbt(inputs: Path, private: Path, name: str, selection: tuple[str, ...], timeout_seconds: int) -> tuple[dict, list[str]]:
-    config = yaml.safe_load((inputs / "dbt_project.yml").read_bytes())
-    profile_name = str(config.get("profile") or name)
+def _run_dbt(
+    inputs: Path, private: Path, profile_name: str, name: str, selection: tuple[str, ...], timeout_seconds: int
+) -> tuple[dict, list[str]]:
     profiles = private / "profiles"
     profiles.mkdir()
     (profiles / "profiles.yml").write_text(_profile_yaml(profile_name, private / "duckdb_extensions"), encoding="utf-8")

@@ -105,7 +105,7 @@ def test_the_launcher_denies_before_init_fetch_credentials_source_or_writer(view
     launcher = StandardRuntimeLauncher(clock=FixedClock(NOW), epochs=Epochs(), recorder=Recorder(), **spies)
     for task in every_task(view):
         with pytest.raises(ExecutionDeniedError) as raised:
-            launcher.launch(view, task, connection_aliases={"warehouse": "ducklake"})
+            launcher.launch(view, task)
         assert raised.value.code == "release.execution_denied"
         assert raised.value.denial.task == task
     assert len(denials) == len(view.tasks)
