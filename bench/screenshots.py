@@ -79,6 +79,31 @@ _RUN_STATUS = """
 query($runId: ID!) { runOrError(runId: $runId) { __typename ... on Run { status } } }
 """
 
+_RUN_DETAILS = """
+query($runId: ID!) { runOrError(runId: $runId) { __typename ... on Run { status tags { key value } } }
+  logsForRun(runId: $runId, limit: 1000) { __typename ... on EventConnection { events { __typename
+    ... on MessageEvent { message stepKey }
+    ... on ExecutionStepFailureEvent { error { message } failureMetadata { metadataEntries {
+        label ... on TextMetadataEntry { text } ... on IntMetadataEntry { intValue } } } }
+    ... on MaterializationEvent { assetKey { path } metadataEntries { label
+        ... on TextMetadataEntry { text } ... on IntMetadataEntry { intValue }
+        ... on BoolMetadataEntry { boolValue } } } } } } }
+"""
+
+_RELOAD = """
+mutation($name: String!) { reloadRepositoryLocation(repositoryLocationName: $name) { __typename
+    ... on WorkspaceLocationEntry { loadStatus
+        locationOrLoadError { __typename ... on PythonError { message errorChain { error { message } } } } }
+    ... on PythonError { message } } }
+"""
+
+_SENSOR_DRY_RUN = """
+mutation($selector: SensorSelector!, $cursor: String) { sensorDryRun(selectorData: $selector, cursor: $cursor) {
+    __typename ... on PythonError { message }
+    ... on DryRunInstigationTick { evaluationResult { skipReason cursor error { message }
+        runRequests { runKey jobName tags { key value } } } } } }
+"""
+
 
 class WebserverError(RuntimeError):
     """The webserver did not start, a location failed to load, or a GraphQL call failed."""
@@ -162,6 +187,30 @@ class DagsterWebserver:
             if time.monotonic() > deadline:
                 raise WebserverError(f"run {run_id} still {run['status']} after {timeout}s")
             time.sleep(0.5)
+
+    def run_details(self, run_id: str) -> dict[str, Any]:
+        """Status, tags (as a dict) and every event of a run."""
+        data = self.graphql(_RUN_DETAILS, {"runId": run_id})
+        run = data["runOrError"]
+        return {
+            "status": run["status"],
+            "tags": {tag["key"]: tag["value"] for tag in run["tags"]},
+            "events": data["logsForRun"]["events"],
+        }
+
+    def reload_location(self, name: str) -> dict[str, Any]:
+        """Reload one code location and return its entry (load error included, if any)."""
+        return self.graphql(_RELOAD, {"name": name})["reloadRepositoryLocation"]
+
+    def sensor_dry_run(
+        self, location: str, sensor: str, *, cursor: str | None = None, repository: str = "__repository__"
+    ) -> dict[str, Any]:
+        """Evaluate a sensor once, as the UI's "Test sensor" does; returns its evaluation result."""
+        selector = {"repositoryLocationName": location, "repositoryName": repository, "sensorName": sensor}
+        result = self.graphql(_SENSOR_DRY_RUN, {"selector": selector, "cursor": cursor})["sensorDryRun"]
+        if result["__typename"] != "DryRunInstigationTick":
+            raise WebserverError(f"sensor dry run failed: {result}")
+        return result["evaluationResult"]
 
     def log_tail(self, lines: int = 40) -> str:
         text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

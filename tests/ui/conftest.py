@@ -22,7 +22,14 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from bench.screenshots import DagsterWebserver, running_webserver, session_workspace  # noqa: E402
+from bench.screenshots import (  # noqa: E402
+    DEPLOYMENT_LOCATION,
+    RELEASE_JOB,
+    RELEASE_LOCATION,
+    DagsterWebserver,
+    running_webserver,
+    session_workspace,
+)
 
 
 @pytest.fixture(scope="session")
@@ -46,3 +53,14 @@ def webserver(tmp_path_factory, ui_state_dir: Path) -> Iterator[DagsterWebserver
 @pytest.fixture(scope="session")
 def project_workspace() -> dict:
     return yaml.safe_load((REPO_ROOT / "workspace.yaml").read_text())
+
+
+@pytest.fixture(scope="session")
+def released_through_ui(webserver: DagsterWebserver) -> str:
+    """The release job launched through GraphQL, finished; returns its run id."""
+    run_id = webserver.launch_job(RELEASE_LOCATION, RELEASE_JOB)
+    status = webserver.wait_for_run(run_id, timeout=600)
+    assert status == "SUCCESS", webserver.run_details(run_id)["events"][-5:]
+    entry = webserver.reload_location(DEPLOYMENT_LOCATION)
+    assert entry["locationOrLoadError"]["__typename"] == "RepositoryLocation", entry
+    return run_id

@@ -1,7 +1,9 @@
 """The release job: every stage of group `release` with its checks, in lineage order.
 
 What a reader could get wrong: the job selects the whole group, so one launch verifies, composes,
-publishes and installs; a blocking check that fails stops everything downstream of it.
+publishes and installs; a blocking check that fails stops everything downstream of it. It runs in
+one process on purpose: the stages are strictly sequential, and a process per step would load the
+whole code location (dbt manifest included) ten times for no parallelism.
 """
 
 from __future__ import annotations
@@ -18,4 +20,5 @@ release_job = dg.define_asset_job(
     description="Verify the development authority, compile and capture the source, compose, publish and "
     "install one immutable development release. Its workloads stay dormant.",
     tags={"dpone/release": "true"},
+    executor_def=dg.in_process_executor,
 )

@@ -1,0 +1,122 @@
+"""The release flow through the real webserver: graph, release run, registry, sensor, dormant tasks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bench.screenshots import DEPLOYMENT_LOCATION, RELEASE_JOB, RELEASE_LOCATION
+
+STAGE_EDGES = {
+    "development_policy": set(),
+    "development_grant": {"development_policy"},
+    "native_workspace": {"development_grant"},
+    "ordinary_flows": {"development_grant"},
+    "development_release": {"native_workspace", "ordinary_flows"},
+    "published_release": {"development_release"},
+    "installed_release": {"published_release"},
+}
+ASSET_NODES = """
+{ assetNodes { assetKey { path } groupName dependencyKeys { path } } }
+"""
+SENSOR_TARGETS = """
+query($selector: SensorSelector!) { sensorOrError(sensorSelector: $selector) {
+    __typename ... on Sensor { targets { pipelineName } } } }
+"""
+DEPLOYMENT_JOBS = """
+query($selector: RepositorySelector!) { repositoryOrError(repositorySelector: $selector) {
+    __typename ... on Repository { jobs { name tags { key value } } } } }
+"""
+
+
+def _materialized(details: dict) -> dict[str, dict]:
+    out = {}
+    for event in details["events"]:
+        if event["__typename"] == "MaterializationEvent":
+            entries = {}
+            for entry in event["metadataEntries"]:
+                entries[entry["label"]] = entry.get("text", entry.get("intValue", entry.get("boolValue")))
+            out["/".join(event["assetKey"]["path"])] = entries
+    return out
+
+
+def test_release_group_has_the_six_stages_in_lineage_order(webserver):
+    nodes = webserver.graphql(ASSET_NODES)["assetNodes"]
+    release = {
+        "/".join(n["assetKey"]["path"]): {"/".join(d["path"]) for d in n["dependencyKeys"]}
+        for n in nodes
+        if n["groupName"] == "release"
+    }
+    assert release == STAGE_EDGES
+
+
+def test_release_job_publishes_and_installs(webserver, released_through_ui, ui_state_dir: Path):
+    details = webserver.run_details(released_through_ui)
+    assert details["status"] == "SUCCESS"
+    found = _materialized(details)
+    assert set(found) == set(STAGE_EDGES)
+    release_id = found["published_release"]["release_id"]
+    registry = ui_state_dir / "release" / "registry" / "releases" / f"{release_id.removeprefix('sha256:')}.json"
+    assert registry.is_file()
+    assert json.loads(registry.read_bytes())["release_id"] == release_id
+    pointer = json.loads((ui_state_dir / "release" / "cache" / "synthetic-dev" / "current").read_bytes())
+    assert pointer["release_id"] == release_id == found["installed_release"]["release_id"]
+
+
+def test_grant_sensor_requests_a_release_run_then_skips(webserver, released_through_ui):
+    sensor = webserver.graphql(SENSOR_TARGETS, {"selector": {
+        "repositoryLocationName": RELEASE_LOCATION, "repositoryName": "__repository__", "sensorName": "release_inputs_sensor"}})
+    assert [t["pipelineName"] for t in sensor["sensorOrError"]["targets"]] == [RELEASE_JOB]
+    first = webserver.sensor_dry_run(RELEASE_LOCATION, "release_inputs_sensor")
+    assert first["error"] is None
+    assert len(first["runRequests"]) == 1
+    assert first["runRequests"][0]["jobName"] in (None, RELEASE_JOB)
+    tags = {tag["key"]: tag["value"] for tag in first["runRequests"][0]["tags"]}
+    assert tags["dpone/grant_digest"].startswith("sha256:")
+    second = webserver.sensor_dry_run(RELEASE_LOCATION, "release_inputs_sensor", cursor=first["cursor"])
+    assert second["runRequests"] == []
+    assert "unchanged since the last requested release run" in second["skipReason"]
+
+
+def test_launching_a_dormant_task_is_refused_with_zero_credential_resolutions(webserver, released_through_ui, ui_state_dir):
+    selector = {"repositoryLocationName": DEPLOYMENT_LOCATION, "repositoryName": "__repository__"}
+    jobs = webserver.graphql(DEPLOYMENT_JOBS, {"selector": selector})["repositoryOrError"]["jobs"]
+    kinds = {}
+    for job in jobs:
+        kind = {t["key"]: t["value"] for t in job["tags"]}.get("dpone/task_kind")
+        if kind:
+            kinds.setdefault(kind, []).append(job["name"])
+    assert {kind: len(names) for kind, names in kinds.items()} == {"native": 10, "ordinary": 3, "pre_hook": 3}
+
+    run_id = webserver.launch_job(DEPLOYMENT_LOCATION, sorted(kinds["pre_hook"])[0])
+    assert webserver.wait_for_run(run_id) == "FAILURE"
+    details = webserver.run_details(run_id)
+    assert details["tags"]["dpone/admission"] == "denied"
+    assert details["tags"]["dpone/denial_reason"] == "admission.development_dormant"
+    assert details["tags"]["dpone/release_id"].startswith("sha256:")
+    failure = next(e for e in details["events"] if e["__typename"] == "ExecutionStepFailureEvent")
+    assert "[release.execution_denied]" in failure["error"]["message"]
+    metadata = {m["label"]: m.get("intValue", m.get("text")) for m in failure["failureMetadata"]["metadataEntries"]}
+    assert metadata["credential_resolutions"] == 0
+    ledger = ui_state_dir / "release" / "runtime_access.jsonl"
+    lines = ledger.read_text().splitlines() if ledger.exists() else []
+    assert [line for line in lines if json.loads(line)["run_id"] == run_id] == []
+
+
+def test_an_altered_installed_release_is_not_loaded_and_says_why(webserver, released_through_ui, ui_state_dir):
+    deployments = ui_state_dir / "release" / "cache" / "synthetic-dev" / "deployments"
+    victim = next(p for p in sorted(next(deployments.iterdir()).rglob("*.sql")))
+    original = victim.read_bytes()
+    victim.write_bytes(original + b"-- altered\n")
+    try:
+        entry = webserver.reload_location(DEPLOYMENT_LOCATION)
+        error = entry["locationOrLoadError"]
+        assert error["__typename"] == "PythonError"
+        shown = " ".join([error["message"], *(link["error"]["message"] for link in error["errorChain"])])
+        assert "[deployment.integrity_failed]" in shown
+        assert "release.integrity_mismatch" in shown
+        assert str(ui_state_dir) not in shown
+    finally:
+        victim.write_bytes(original)
+        restored = webserver.reload_location(DEPLOYMENT_LOCATION)
+    assert restored["locationOrLoadError"]["__typename"] == "RepositoryLocation"
