@@ -249,10 +249,22 @@ class ReleaseCache:
         self.admission.require_current(
             receipt, ActivationReceipt, release_id=intent.release_id, deployment_id=intent.deployment_id, purpose="pointer_recovery"
         )
+        self._drop_torn_audit_tail()
         pointer = self.current()
         changed = pointer is None or pointer.release_id != intent.release_id
         self._complete(intent, receipt, authorized_by="pointer_recovery")
         return ActivationResult(intent.release_id, intent.deployment_id, intent.previous_release_id, intent.audit_sequence, changed)
+
+    def _drop_torn_audit_tail(self) -> None:
+        """Remove an incomplete last audit line (an append interrupted mid-write); recovery re-appends it."""
+        if not self._audit_path.exists():
+            return
+        data = self._audit_path.read_bytes()
+        if data and not data.endswith(b"\n"):
+            try:
+                self.files.truncate(self._audit_path, data.rfind(b"\n") + 1)
+            except OSError:
+                raise self._recovery_required("removing a torn audit line failed") from None
 
     def repair_audit(self, *, receipt: ActivationReceipt | None) -> AuditEntry | None:
         """Append the audit entry the active deployment lacks (audit-only repair); None when complete."""

@@ -42,6 +42,12 @@ class LocalFiles:
             handle.flush()
             os.fsync(handle.fileno())
 
+    def truncate(self, path: Path, size: int) -> None:
+        with open(path, "r+b") as handle:
+            handle.truncate(size)
+            handle.flush()
+            os.fsync(handle.fileno())
+
     def rename_new(self, source: Path, target: Path) -> None:
         """Move directory `source` to `target`, which must not exist (atomic on one filesystem)."""
         if target.exists():

@@ -149,6 +149,25 @@ def test_a_failure_after_preparation_requires_recovery_which_completes_it(tmp_pa
     assert healthy.pending() is None and healthy.recover(receipt=None) is None
 
 
+def test_recovery_drops_a_torn_audit_line_and_re_appends_the_entry(tmp_path, target, release):
+    class TornAppend(LocalFiles):
+        def append(self, path, data):
+            super().append(path, data[: len(data) // 2])
+            raise OSError("power lost mid-append")
+
+    torn = ReleaseCache(tmp_path / "cache", admission=target.issuer, clock=target.clock, files=TornAppend())
+    torn.materialize(release.bundle, authority=release.authority, receipt=target.materialization(release.bundle, release.authority))
+    with pytest.raises(ActivationError):
+        torn.activate(release.bundle.release_id, receipt=target.activation(release.bundle, release.authority))
+    healthy = ReleaseCache(tmp_path / "cache", admission=target.issuer, clock=target.clock)
+    with pytest.raises(ActivationError) as raised:
+        healthy.audit_log()
+    assert raised.value.code == "release.audit_log_corrupt"
+    healthy.recover(receipt=target.activation(release.bundle, release.authority, purpose="pointer_recovery"))
+    assert [e.release_id for e in healthy.audit_log()] == [release.bundle.release_id]
+    assert healthy.current().release_id == release.bundle.release_id and healthy.pending() is None
+
+
 def test_audit_only_repair_restores_a_lost_entry(cache, target, release):
     install(cache, target, release)
     (cache.root / "audit.log").write_bytes(b"")
