@@ -44,6 +44,10 @@ class InvalidTargetError(LakeError):
     code = "lake.invalid_target"
 
 
+class DataPathDriftError(LakeError):
+    code = "lake.data_path_drift"
+
+
 @dataclass(frozen=True, order=True)
 class TableName:
     schema: str
@@ -155,7 +159,20 @@ class ResolvedLake:
         """
         warnings = list(self.warnings)
         self._prepare_local_paths()
-        for statement in (*self.setup, self.target, *self._drop_statements()):
+        for statement in self.setup:
+            _run(conn, statement, credentials)
+        try:
+            _run(conn, self.target, credentials)
+        except Exception as exc:
+            if "does not match existing data path" in str(exc):
+                raise DataPathDriftError(
+                    f"lake {self.lake!r} of workspace {self.workspace_id!r} was created with a "
+                    "different data path than its settings give now; its existing files would be "
+                    "misread, so it is not attached (restore the data path, or drop and recreate "
+                    "the fork)"
+                ) from None
+            raise
+        for statement in self._drop_statements():
             _run(conn, statement, credentials)
         reachable: set[str] = set()
         for ancestor in self.ancestors:

@@ -110,6 +110,12 @@ def read_chain_tracking(conn: Connection, workspace_ids: Sequence[str], lake: st
     return result
 
 
+def forget_workspace(conn: Connection, workspace_id: str) -> None:
+    """Delete a workspace's tracking, so a fork recreated under the same id starts empty."""
+    for table in (materialized_partition, materialized_asset_schema):
+        conn.execute(table.delete().where(table.c.workspace_id == workspace_id))
+
+
 def nearest_owners(
     chain_ids: Sequence[str], tracking: ChainTracking
 ) -> dict[TableName, tuple[int, TrackedTable]]:

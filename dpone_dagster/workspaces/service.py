@@ -24,6 +24,7 @@ from dpone_dagster.errors import WorkspaceError
 from dpone_dagster.lake.cleanup import CleanupPorts, CleanupReport, drop_fork_namespaces
 from dpone_dagster.lake.ports import Clock, utc_now
 from dpone_dagster.lake.registry import records
+from dpone_dagster.lake.tracking import forget_workspace
 from dpone_dagster.workspaces import repository as repo
 from dpone_dagster.workspaces.ids import ROOT_WORKSPACE, check_workspace_id
 from dpone_dagster.workspaces.permissions import require_may_drop, require_may_grant
@@ -139,6 +140,7 @@ class Workspaces:
         lakes = [(s.settings, name in shared) for name, s in sorted(parent_lakes.items())]
         try:
             with self.engine.begin() as conn:
+                forget_workspace(conn, workspace_id)
                 repo.insert_workspace(conn, created, lakes)
         except sa.exc.IntegrityError:
             raise WorkspaceExistsError(f"workspace {workspace_id!r} already exists") from None
@@ -167,6 +169,7 @@ class Workspaces:
                     )
                 orphaned = tuple(sorted(k.id for k in kids))
                 repo.delete_workspace(conn, ws, self._now())
+                forget_workspace(conn, workspace_id)
                 donor = ws.parent_id
         report = drop_fork_namespaces(
             workspace_id, config=self.config, credential_donor=donor, ports=self.cleanup_ports
