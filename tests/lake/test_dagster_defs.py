@@ -1,0 +1,73 @@
+"""The Dagster surface: DuckLakeResource in prod and in a fork, and the fork-drop job."""
+
+from __future__ import annotations
+
+from dagster import MaterializeResult, asset, materialize
+
+from dpone_dagster.config import load_config
+from dpone_dagster.defs.lake import defs
+from dpone_dagster.defs.lake.jobs import drop_fork_job
+from dpone_dagster.defs.lake.resources import DuckLakeResource
+from dpone_dagster.lake.naming import fork_metadata_schema
+from dpone_dagster.workspaces.service import Workspaces
+
+
+@asset
+def orders(ducklake: DuckLakeResource) -> MaterializeResult:
+    with ducklake.connect("main", targets=["orders"]) as conn:
+        conn.execute("CREATE OR REPLACE TABLE orders AS SELECT range AS id FROM range(25)")
+        return MaterializeResult(metadata=ducklake.record_materialization(conn, "orders"))
+
+
+@asset(deps=[orders])
+def order_count(ducklake: DuckLakeResource) -> MaterializeResult:
+    with ducklake.connect("main", targets=["order_count"]) as conn:
+        conn.execute("CREATE OR REPLACE TABLE order_count AS SELECT count(*) AS n FROM orders")
+        metadata = ducklake.record_materialization(conn, "order_count")
+        metadata["n"] = conn.execute("SELECT n FROM order_count").fetchone()[0]
+        return MaterializeResult(metadata=metadata)
+
+
+def _metadata(result, key):
+    [event] = [e for e in result.get_asset_materialization_events() if e.asset_key.path == [key]]
+    return {k: v.value for k, v in event.materialization.metadata.items()}
+
+
+def test_resource_in_prod_then_in_a_fork_that_defers_upstream():
+    prod = materialize([orders, order_count], resources={"ducklake": DuckLakeResource()})
+    assert prod.success
+    meta = _metadata(prod, "order_count")
+    assert meta["workspace"] == "prod" and meta["fork_state"] == "own" and meta["n"] == 25
+    assert isinstance(meta["snapshot_id"], int)
+
+    Workspaces(load_config()).create_fork("wm-fork-dag", "prod", owner="alice")
+    fork = DuckLakeResource(workspace="wm-fork-dag")
+    run = materialize([order_count], resources={"ducklake": fork}, selection=[order_count.key])
+    assert run.success
+    meta = _metadata(run, "order_count")
+    assert meta["workspace"] == "wm-fork-dag" and meta["fork_state"] == "fork_materialized"
+    assert meta["namespace"] == fork_metadata_schema("wm-fork-dag", "main") and meta["n"] == 25
+    with fork.connect() as conn:
+        assert conn.execute("SELECT count(*) FROM orders").fetchone() == (25,)
+    from dpone_dagster.lake.tracking import fork_state
+
+    assert fork_state("wm-fork-dag", "main", "main", "orders").state == "deferred"
+
+
+def test_drop_job_deletes_the_fork_and_fails_visibly_when_refused():
+    assert defs.resolve_job_def("drop_fork_job") is not None
+    Workspaces(load_config()).create_fork("wm-fork-job", "prod", owner="alice")
+    with DuckLakeResource(workspace="wm-fork-job").connect() as conn:
+        conn.execute("CREATE TABLE t AS SELECT 1 AS x")
+
+    def run(actor):
+        return drop_fork_job.execute_in_process(
+            run_config={"ops": {"drop_fork_namespaces_op": {"config": {"workspace_id": "wm-fork-job", "actor": actor}}}},
+            raise_on_error=False,
+        )
+
+    refused = run("mallory")
+    assert not refused.success
+    assert [w.id for w in Workspaces(load_config()).list()] == ["prod", "wm-fork-job"]
+    assert run("alice").success
+    assert [w.id for w in Workspaces(load_config()).list()] == ["prod"]

@@ -1,0 +1,80 @@
+"""Resolution cost grows with chain depth, never with the number of tables; views commit once."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from dpone_dagster.control.store import open_store
+from dpone_dagster.lake.catalogs import CatalogAdapters
+from dpone_dagster.lake.fork_plan import LakePorts, resolve_workspace_lake
+from dpone_dagster.lake.registry import RegistrationCache
+from dpone_dagster.lake.tracking import record_materialization
+from dpone_dagster.workspaces.service import Workspaces
+
+from .lakes import run_sql
+
+
+class CountingCatalog:
+    def __init__(self, inner):
+        self.inner, self.calls = inner, 0
+
+    def inspect(self, namespaces, views_of):
+        self.calls += 1
+        return self.inner.inspect(namespaces, views_of)
+
+    def drop_namespace(self, namespace):
+        return self.inner.drop_namespace(namespace)
+
+
+def _track(env, workspace, count):
+    """Track tables without writing them: resolution never opens a table, only the catalog."""
+    for i in range(count):
+        record_materialization(
+            workspace, "main", "main", f"t{i:03d}", status="materialized", snapshot_id=1,
+            columns=[("id", "BIGINT")], config=env.config,
+        )
+
+
+CACHE = RegistrationCache()
+
+
+def _cost(env, workspace):
+    catalog = CountingCatalog(CatalogAdapters().duckdb)
+    engine = open_store(env.config.control_store)
+    queries = []
+    listener = lambda *args: queries.append(args[2])  # noqa: E731
+    sa.event.listen(engine, "before_cursor_execute", listener)
+    try:
+        resolved = resolve_workspace_lake(
+            workspace, "main", env.config, (),
+            LakePorts(catalogs=CatalogAdapters(duckdb=catalog), registrations=CACHE),
+        )
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", listener)
+    return len(queries), catalog.calls, resolved
+
+
+def test_round_trips_depend_on_depth_not_on_tables(embedded_lake):
+    env = embedded_lake
+    service = Workspaces(env.config)
+    service.create_fork("wm-fork-1", "prod", owner="a")
+    service.create_fork("wm-fork-2", "wm-fork-1", owner="a")
+    service.create_fork("wm-fork-3", "wm-fork-2", owner="a")
+    for workspace in ("prod", "wm-fork-1", "wm-fork-2", "wm-fork-3"):
+        run_sql(env, workspace, [])
+        _cost(env, workspace)
+    _track(env, "prod", 3)
+    few_shallow = _cost(env, "wm-fork-1")
+    few_deep = _cost(env, "wm-fork-3")
+    _track(env, "prod", 60)
+    many_shallow = _cost(env, "wm-fork-1")
+    many_deep = _cost(env, "wm-fork-3")
+
+    assert few_shallow[:2] == many_shallow[:2] and few_deep[:2] == many_deep[:2]
+    assert len(many_deep[2].views) == 60 and len(few_deep[2].views) == 3
+    assert many_deep[0] == many_shallow[0] == 4
+    assert (few_shallow[1], few_deep[1]) == (2, 4)
+    statements = many_deep[2].statements()
+    begin = statements.index("BEGIN TRANSACTION")
+    assert statements.count("BEGIN TRANSACTION") == 1 and statements[-1] == "COMMIT"
+    assert all(s.startswith("CREATE VIEW") for s in statements[begin + 1 : -1])
