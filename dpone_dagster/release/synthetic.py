@@ -6,7 +6,8 @@
 - `synthetic_native(...)`: a native compilation shaped exactly like `compile_native`'s output, for
   tests that need many fast compositions (the real dbt compile is tested separately);
 - `SyntheticTarget`: the synthetic authority (`dpone_dagster.authority.synthetic`) plus a live
-  current-target verifier whose policy and epoch tests can change, and a real `ReceiptIssuer`.
+  current-target verifier (`ControllableCurrentTarget`) whose policy and epoch tests can change,
+  and a real `ReceiptIssuer`.
 
 The one thing a reader could get wrong: everything here is derived from public labels and a fixed
 clock. Nothing it produces is authority for a real target.
@@ -19,7 +20,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from dpone_dagster.authority.synthetic import SYNTHETIC_COMMIT, SYNTHETIC_ENVIRONMENT, SYNTHETIC_REPOSITORY, SyntheticAuthority
-from dpone_dagster.authority.target_admission import CurrentTarget, ReceiptIssuer
+from dpone_dagster.authority.memory import ControllableCurrentTarget
+from dpone_dagster.authority.target_admission import ReceiptIssuer
 from dpone_dagster.authority.verification import ReconstructedSource, verify_grant
 from dpone_dagster.contracts.canonical import dumps
 from dpone_dagster.contracts.flows import (
@@ -207,32 +209,16 @@ def synthetic_native(
     )
 
 
-class LiveTarget:
-    """A current-target verifier whose answers tests can change (policy, epoch) or break."""
-
-    def __init__(self, policy_digest: str) -> None:
-        self.policy_digest = policy_digest
-        self.revocation_epoch = 0
-        self.broken = False
-        self.calls = 0
-
-    def current(self, target: TargetConfiguration) -> CurrentTarget:
-        self.calls += 1
-        if self.broken:
-            raise ConnectionError("synthetic verifier outage")
-        return CurrentTarget(policy_digest=self.policy_digest, revocation_epoch=self.revocation_epoch)
-
-
 @dataclass
 class SyntheticTarget:
     """A synthetic non-production target: authority, live verifier, receipt issuer."""
 
     authority: SyntheticAuthority = field(default_factory=SyntheticAuthority)
-    live: LiveTarget = field(init=False)
+    live: ControllableCurrentTarget = field(init=False)
     issuer: ReceiptIssuer = field(init=False)
 
     def __post_init__(self) -> None:
-        self.live = LiveTarget(self.authority.policy_digest)
+        self.live = ControllableCurrentTarget(self.authority.policy_digest)
         self.issuer = ReceiptIssuer(self.configuration, self.live, self.authority.clock)
 
     @property
