@@ -231,7 +231,9 @@ class ReleaseCache:
             action, release_id, deployment_id, pointer.release_id if pointer else None, len(self.audit_log()) + 1, receipt
         )
         try:
-            self.files.replace(self._intent_path, intent.canonical_bytes())
+            self.files.create_exclusive(self._intent_path, intent.canonical_bytes())
+        except FileExistsError:
+            raise ActivationError("release.activation_recovery_required", "another activation was prepared concurrently") from None
         except OSError:
             raise self._recovery_required("preparing the activation failed") from None
         self._complete(intent, receipt, authorized_by="activate")

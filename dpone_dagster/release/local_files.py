@@ -2,8 +2,9 @@
 
 Every write the installer performs goes through a `LocalFiles` method, so a test can make the N-th
 write fail and prove that no write point reports success. What a reader could get wrong:
-`write_new` refuses to overwrite (it is for immutable files), while `replace` is the one atomic
-overwrite (temporary file, fsync, `rename(2)`), used only for the current pointer.
+`write_new` refuses to overwrite (it is for immutable files), `create_exclusive` is the atomic
+create-if-absent that serializes activations (temporary file, fsync, `link(2)`), and `replace` is
+the one atomic overwrite (temporary file, fsync, `rename(2)`), used only for the current pointer.
 """
 
 from __future__ import annotations
@@ -34,6 +35,18 @@ class LocalFiles:
             temporary.unlink()
         self.write_new(temporary, data)
         os.replace(temporary, path)
+        self.sync_dir(path.parent)
+
+    def create_exclusive(self, path: Path, data: bytes) -> None:
+        """Atomically create `path` with `data`: complete or absent, and `FileExistsError` if it exists."""
+        temporary = path.with_name(f".{path.name}.new-{os.getpid()}")
+        with contextlib.suppress(FileNotFoundError):
+            temporary.unlink()
+        self.write_new(temporary, data)
+        try:
+            os.link(temporary, path)
+        finally:
+            temporary.unlink()
         self.sync_dir(path.parent)
 
     def append(self, path: Path, data: bytes) -> None:

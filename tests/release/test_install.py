@@ -168,6 +168,22 @@ def test_recovery_drops_a_torn_audit_line_and_re_appends_the_entry(tmp_path, tar
     assert healthy.current().release_id == release.bundle.release_id and healthy.pending() is None
 
 
+def test_a_concurrently_prepared_activation_is_not_overwritten(cache, target, release):
+    cache.materialize(release.bundle, authority=release.authority, receipt=target.materialization(release.bundle, release.authority))
+
+    class Racing(LocalFiles):
+        def create_exclusive(self, path, data):
+            LocalFiles().create_exclusive(path, b"prepared by another process")
+            super().create_exclusive(path, data)
+
+    racing = ReleaseCache(cache.root, admission=target.issuer, clock=target.clock, files=Racing())
+    with pytest.raises(ActivationError) as raised:
+        racing.activate(release.bundle.release_id, receipt=target.activation(release.bundle, release.authority))
+    assert raised.value.code == "release.activation_recovery_required"
+    assert (cache.root / "activation.pending").read_bytes() == b"prepared by another process"
+    assert cache.current() is None
+
+
 def test_audit_only_repair_restores_a_lost_entry(cache, target, release):
     install(cache, target, release)
     (cache.root / "audit.log").write_bytes(b"")
@@ -226,6 +242,10 @@ class FaultyFiles(LocalFiles):
     def append(self, path, data):
         self._tick()
         super().append(path, data)
+
+    def create_exclusive(self, path, data):
+        self._tick()
+        super().create_exclusive(path, data)
 
     def rename_new(self, source, target):
         self._tick()
