@@ -1,8 +1,9 @@
 """Fork-aware dbt: in a fork, the selected models build into the fork's own namespace.
 
-The root (`prod`) materializes every dbt asset; then a fork materializes only `marts.daily_revenue`.
-Its upstream tables are read through defer views onto prod, prod is not written, and the fork's
-materialization is recorded (so it no longer defers that table).
+The root (`prod`) materializes every dbt asset; then a fork materializes only `marts.daily_revenue`
+and the SCD2 `marts.dim_customers_scd2`. Their upstream tables are read through defer views onto
+prod, prod is not written, and the fork's materializations are recorded (so it no longer defers
+those tables, nor lays the SCD2 `_current` companion view over its own table).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dbt_lakes import LakeSetup, materialize_synthetic_dbt
 
 FORK = "wm-fork-dbt-test"
 TARGET = AssetKey(["main", "marts", "daily_revenue"])
+SCD2 = AssetKey(["main", "marts", "dim_customers_scd2"])
 
 
 def _snapshot(setup: LakeSetup, workspace: str) -> int:
@@ -36,22 +38,23 @@ def forked(module_state_dir, prepared_manifest):
         Workspaces(load_config()).create_fork(FORK, "prod", owner="tester")
     prod_snapshot = _snapshot(root, "prod")
     fork = LakeSetup(module_state_dir, extra_env={"DPONE_WORKSPACE": FORK})
-    result = materialize_synthetic_dbt(fork, selection=[TARGET])
+    result = materialize_synthetic_dbt(fork, selection=[TARGET, SCD2])
     return root, fork, result, prod_snapshot
 
 
-def test_only_the_selected_model_materializes_in_the_fork(forked):
+def test_only_the_selected_models_materialize_in_the_fork(forked):
     _, _, result, _ = forked
     assert result.success
     events = result.get_asset_materialization_events()
-    assert [e.asset_key for e in events] == [TARGET]
-    metadata = {k: v.value for k, v in events[0].materialization.metadata.items()}
-    assert metadata["workspace"] == FORK
-    assert metadata["fork_state"] == "fork_materialized"
-    assert metadata["namespace"].startswith("wm_fork_")
-    assert isinstance(metadata["snapshot_id"], int)
+    assert sorted(e.asset_key.to_user_string() for e in events) == sorted(k.to_user_string() for k in (TARGET, SCD2))
+    for event in events:
+        metadata = {k: v.value for k, v in event.materialization.metadata.items()}
+        assert metadata["workspace"] == FORK
+        assert metadata["fork_state"] == "fork_materialized"
+        assert metadata["namespace"].startswith("wm_fork_")
+        assert isinstance(metadata["snapshot_id"], int)
     checks = result.get_asset_check_evaluations()
-    assert checks and all(c.asset_key == TARGET and c.passed for c in checks)
+    assert checks and all(c.asset_key in (TARGET, SCD2) and c.passed for c in checks)
 
 
 def test_the_fork_reads_upstream_through_defer_views_and_owns_its_target(forked):
@@ -71,8 +74,9 @@ def test_the_fork_reads_upstream_through_defer_views_and_owns_its_target(forked)
         ).fetchall()]
     finally:
         conn.close()
-    assert kinds["marts.daily_revenue"] == "BASE TABLE"
-    assert kinds["staging.stg_payments"] == "VIEW"
+    assert kinds["marts.daily_revenue"] == kinds["marts.dim_customers_scd2"] == "BASE TABLE"
+    assert kinds["staging.stg_payments"] == kinds["staging.stg_customers"] == "VIEW"
+    assert "marts.dim_customers_scd2_current" not in kinds
     assert upstream == root.rows("SELECT count(*) FROM lake_main.staging.stg_payments")[0][0]
     assert fork_rows == root.rows("SELECT * FROM lake_main.marts.daily_revenue ORDER BY ALL")
     parent_data = Path(root.config().embedded_main_lake().data_path).resolve()

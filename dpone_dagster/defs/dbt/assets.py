@@ -6,6 +6,8 @@ so in a fork those tables replace their defer views. dbt tests run in the same `
 back as asset checks. After dbt exits, every built table is recorded through
 `DuckLakeResource.record_materialization` (which is what lets forks defer to it), and its
 materialization carries that metadata: workspace, namespace, fork_state, snapshot_id, row count.
+That connection names the same targets, so it never lays a defer view (or an SCD2 `_current`
+companion) over a table this run just built.
 
 What a reader could get wrong: the events are held until dbt exits. An embedded lake's catalog is
 a DuckDB file that only one process can open, so the lake can be read for the metadata only after
@@ -95,11 +97,12 @@ def synthetic_dbt_assets(
     context: AssetExecutionContext, dbt: DbtCliResource, ducklake: DuckLakeResource
 ):
     lake = TRANSLATOR.lake
-    with dbt_subprocess_env(ducklake.workspace_id, selected_tables(context, lake)):
+    targets = selected_tables(context, lake)
+    with dbt_subprocess_env(ducklake.workspace_id, targets):
         invocation = dbt.cli(["build"], context=context, raise_on_error=False)
     events = list(invocation.stream())
 
-    with ducklake.connect(lake) as conn:
+    with ducklake.connect(lake, targets) as conn:
         alias = ducklake.alias(lake)
         recorded: list[Any] = []
         for event in events:
