@@ -327,7 +327,11 @@ def synthetic_release(
     files.update(edit or {})
     source = MemorySource(files)
     native = synthetic_native(files, source.snapshot.digest, project, models) if models else None
-    captured = [synthetic_workload(p, w, h, files=files) for p, (w, h) in (workloads or {}).items()]
+    by_workload: dict[str, dict[str, bytes]] = {}
+    for path, data in files.items():
+        if path.startswith("flows/"):
+            by_workload.setdefault(path.split("/")[1], {})[path] = data
+    captured = [synthetic_workload(p, w, h, files=by_workload[p]) for p, (w, h) in (workloads or {}).items()]
     ordinary = synthetic_capture(source.snapshot.digest, captured) if captured else None
     subjects = [ExecutionSubject(**s) for s in ordinary.execution_subjects()] if ordinary else []
     authority = target.verify(
