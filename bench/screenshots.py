@@ -188,6 +188,22 @@ class DagsterWebserver:
                 raise WebserverError(f"run {run_id} still {run['status']} after {timeout}s")
             time.sleep(0.5)
 
+    def launch_assets(self, location: str, asset_keys: list[list[str]], *, repository: str = "__repository__") -> str:
+        """Materialize exactly these assets (the UI's "Materialize selected")."""
+        params = {
+            "selector": {
+                "repositoryLocationName": location,
+                "repositoryName": repository,
+                "jobName": "__ASSET_JOB",
+                "assetSelection": [{"path": key} for key in asset_keys],
+            },
+            "runConfigData": {},
+        }
+        result = self.graphql(_LAUNCH_RUN, {"params": params})["launchRun"]
+        if result["__typename"] != "LaunchRunSuccess":
+            raise WebserverError(f"materializing {asset_keys} failed: {result}")
+        return result["run"]["runId"]
+
     def run_details(self, run_id: str) -> dict[str, Any]:
         """Status, tags (as a dict) and every event of a run."""
         data = self.graphql(_RUN_DETAILS, {"runId": run_id})
@@ -329,6 +345,7 @@ class Page:
     file_name: str
     path: str
     expand_groups: bool = False
+    hide_asset_tree: bool = False
 
 
 def _open_browser(playwright, profile_dir: Path):
@@ -359,6 +376,14 @@ def _expand_all_groups(page) -> None:
         page.keyboard.press("Escape")
 
 
+def _hide_asset_tree(page) -> None:
+    """Collapse the lineage page's asset tree (the button right of "Jump to…") for a wider graph."""
+    with contextlib.suppress(Exception):
+        box = page.get_by_placeholder("Jump to…").bounding_box(timeout=3000)
+        page.mouse.click(box["x"] + box["width"] + 20, box["y"] + box["height"] / 2)
+        page.wait_for_timeout(500)
+
+
 def capture(base_url: str, pages: list[Page], out_dir: Path) -> list[Path]:
     """Open each page in headless Chromium and write a PNG per page into `out_dir`."""
     from playwright.sync_api import sync_playwright
@@ -374,6 +399,8 @@ def capture(base_url: str, pages: list[Page], out_dir: Path) -> list[Path]:
             for spec in pages:
                 page.goto(base_url + spec.path, wait_until="networkidle")
                 page.wait_for_timeout(1500)
+                if spec.hide_asset_tree:
+                    _hide_asset_tree(page)
                 if spec.expand_groups:
                     _expand_all_groups(page)
                     page.wait_for_timeout(1500)
@@ -383,3 +410,78 @@ def capture(base_url: str, pages: list[Page], out_dir: Path) -> list[Path]:
         finally:
             browser.close()
     return written
+
+
+_GROUP_ASSETS = """
+{ assetNodes { assetKey { path } groupName } }
+"""
+_JOBS = """
+query($selector: RepositorySelector!) { repositoryOrError(repositorySelector: $selector) {
+    __typename ... on Repository { jobs { name tags { key value } } } } }
+"""
+
+
+def group_asset_keys(server: DagsterWebserver, group: str) -> list[list[str]]:
+    nodes = server.graphql(_GROUP_ASSETS)["assetNodes"]
+    return [node["assetKey"]["path"] for node in nodes if node["groupName"] == group]
+
+
+def dormant_jobs(server: DagsterWebserver) -> dict[str, list[str]]:
+    """Job names of the deployment location by task kind (native, ordinary, pre_hook)."""
+    selector = {"repositoryLocationName": DEPLOYMENT_LOCATION, "repositoryName": "__repository__"}
+    repository = server.graphql(_JOBS, {"selector": selector})["repositoryOrError"]
+    kinds: dict[str, list[str]] = {}
+    for job in repository.get("jobs", []):
+        kind = {tag["key"]: tag["value"] for tag in job["tags"]}.get("dpone/task_kind")
+        if kind:
+            kinds.setdefault(kind, []).append(job["name"])
+    return {kind: sorted(names) for kind, names in kinds.items()}
+
+
+def project_pages(release_run_id: str, refused_run_id: str, refused_job: str) -> list[Page]:
+    """The pages the README and docs/ui.md show."""
+    return [
+        Page("lineage.png", "/asset-groups", expand_groups=True, hide_asset_tree=True),
+        Page("release_group.png", f"/locations/{RELEASE_LOCATION}/asset-groups/release"),
+        Page("release_run.png", f"/runs/{release_run_id}"),
+        Page("installed_release.png", "/assets/installed_release"),
+        Page("dormant_jobs.png", f"/locations/{DEPLOYMENT_LOCATION}/jobs"),
+        Page("dormant_task.png", f"/locations/{DEPLOYMENT_LOCATION}/jobs/{refused_job}"),
+        Page("refused_task_run.png", f"/runs/{refused_run_id}"),
+    ]
+
+
+def prepare_project_state(server: DagsterWebserver) -> tuple[str, str, str]:
+    """Materialize the dbt group and the release group, then launch one dormant task (refused).
+
+    Returns the release run id, the refused run id and the refused job's name."""
+    dbt_run = server.launch_assets(RELEASE_LOCATION, group_asset_keys(server, "synthetic_dbt"))
+    if server.wait_for_run(dbt_run) != "SUCCESS":
+        raise WebserverError("the synthetic dbt group did not materialize")
+    release_run = server.launch_job(RELEASE_LOCATION, RELEASE_JOB)
+    if server.wait_for_run(release_run, timeout=600) != "SUCCESS":
+        raise WebserverError("the release job did not succeed")
+    server.reload_location(DEPLOYMENT_LOCATION)
+    refused_job = dormant_jobs(server)["pre_hook"][0]
+    refused = server.launch_job(DEPLOYMENT_LOCATION, refused_job)
+    server.wait_for_run(refused)
+    return release_run, refused, refused_job
+
+
+def main() -> int:
+    """`make screenshots`: a throwaway state, the real webserver, the project pages as PNGs."""
+    with tempfile.TemporaryDirectory(prefix="dpone-screenshots-") as scratch:
+        root = Path(scratch)
+        home = root / "dagster_home"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("DPONE_")}
+        env.update({"DPONE_PROJECT_ROOT": str(REPO_ROOT), "DPONE_STATE_DIR": str(root / "state")})
+        workspace = session_workspace(home / "workspace.yaml")
+        with running_webserver(workspace, dagster_home=home, env=env, inherit_env=False) as server:
+            written = capture(server.base_url, project_pages(*prepare_project_state(server)), IMAGES_DIR)
+    for path in written:
+        print(f"wrote {path.relative_to(REPO_ROOT)} ({path.stat().st_size} bytes)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

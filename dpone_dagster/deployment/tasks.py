@@ -136,8 +136,8 @@ def _ordinary_tasks(workload: CapturedWorkload) -> list[DormantTask]:
 def job_names(tasks: tuple[DormantTask, ...]) -> tuple[str, ...]:
     """A valid, unique, deterministic Dagster job name per task, in the order of `tasks`.
 
-    Names read as `<kind>__<workload>[__<hook>]` with every run of non-identifier characters turned
-    into `_`; tasks whose readable names collide get the first 8 hex of a SHA-256 of their label.
+    Names read as `<kind>__<workload>[__<hook>]` (a hook id's `<workload>.` prefix is dropped) with
+    every run of non-identifier characters turned into `_`; tasks whose readable names collide get the first 8 hex of a SHA-256 of their label.
     """
     readable = [_readable_name(task) for task in tasks]
     counts = Counter(readable)
@@ -148,7 +148,8 @@ def job_names(tasks: tuple[DormantTask, ...]) -> tuple[str, ...]:
 
 
 def _readable_name(task: DormantTask) -> str:
-    parts = [task.kind.value, task.runtime_task.workload_id]
+    workload = task.runtime_task.workload_id
+    parts = [task.kind.value, workload]
     if task.runtime_task.hook_id:
-        parts.append(task.runtime_task.hook_id)
+        parts.append(task.runtime_task.hook_id.removeprefix(workload + "."))
     return "__".join(_UNSAFE.sub("_", part).strip("_") or "x" for part in parts)
