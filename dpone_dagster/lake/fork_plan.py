@@ -35,7 +35,6 @@ from dpone_dagster.errors import LakeError, WorkspaceError
 from dpone_dagster.lake.attach import (
     ANCESTOR_OWNED_OPTIONS,
     FORK_RESERVED_OPTIONS,
-    CatalogLocation,
     Options,
     absolute_data_path,
     attach_statement,
@@ -175,9 +174,10 @@ def _ancestor_options(lake: PhysicalLake) -> Options:
     return options
 
 
-def _secret_and_attach(lake: PhysicalLake, location: CatalogLocation, alias: str, options: Options):
+def _secret_and_attach(lake: PhysicalLake, alias: str, options: Options) -> tuple[Statement, ...]:
+    """The storage secret (for `s3://` data paths) and the ATTACH of one physical lake."""
     secret = storage_secret_statement(lake.settings.storage, lake.data_path)
-    return ((secret,) if secret else ()) + (attach_statement(location, alias, options),)
+    return ((secret,) if secret else ()) + (attach_statement(lake.namespace.catalog, alias, options),)
 
 
 def _inspect(
@@ -229,6 +229,60 @@ def _against_live(views: Sequence[DeferView], live: dict[TableName, str]) -> lis
     return out
 
 
+def _chain_lakes(
+    view: WorkspaceLakeView, config: DponeConfig
+) -> tuple[list[PhysicalLake], dict[str, PhysicalLake]]:
+    """Ancestors to attach (one per physical location, nearest first) and who serves each member."""
+    ancestors: list[PhysicalLake] = []
+    serving: dict[str, PhysicalLake] = {}
+    by_key: dict[tuple, PhysicalLake] = {}
+    for index, member in enumerate(view.chain[1:], start=1):
+        settings = view.settings[member.id].settings
+        try:
+            there = physical_lake(member.id, settings, config, is_fork=view.is_fork_at(index))
+        except ForkCatalogUnsupportedError:
+            continue
+        representative = by_key.setdefault(there.key, there)
+        if representative is there:
+            ancestors.append(there)
+        serving[member.id] = representative
+    return ancestors, serving
+
+
+def _defer_views(
+    view: WorkspaceLakeView, serving: dict[str, PhysicalLake], attachable: set[str], aliases: dict[str, str]
+) -> tuple[list[DeferView], list[str]]:
+    """A view per table owned up the chain (plus SCD2 companions); owners we cannot attach skipped."""
+    views: list[DeferView] = []
+    skipped: set[str] = set()
+    owned = nearest_owners(view.chain_ids, view.tracking)
+    for name, (index, entry) in sorted(owned.items()):
+        owner_id = view.chain_ids[index]
+        owner = serving.get(owner_id)
+        if owner is None or owner.workspace_id not in attachable:
+            skipped.add(owner_id)
+            continue
+        owner_alias = aliases[owner.workspace_id]
+        views.append(DeferView(name, owner_id, owner_alias, name))
+        companion = TableName(name.schema, name.table + CURRENT_SUFFIX)
+        if entry.is_scd2 and companion not in owned:
+            views.append(DeferView(companion, owner_id, owner_alias, name, current_only=True))
+    return views, sorted(skipped)
+
+
+def _register(workspace_id: str, lake: str, own: LakeConfig, me: PhysicalLake, config: DponeConfig, ports: LakePorts) -> None:
+    record = NamespaceRecord(
+        workspace_id=workspace_id,
+        ducklake_name=lake,
+        metadata_schema=fork_metadata_schema(workspace_id, lake),
+        catalog=catalog_location(own, config.project_root),
+        storage=own.storage,
+        storage_ref=own.storage_ref,
+        data_path=me.data_path,
+    )
+    register(open_store(config.control_store), record, clock=ports.clock, cache=ports.registrations)
+
+
 def resolve_workspace_lake(
     workspace_id: str,
     lake: str,
@@ -238,81 +292,30 @@ def resolve_workspace_lake(
 ) -> ResolvedLake:
     ports = ports or LakePorts()
     view = workspace_lake_view(workspace_id, lake, config)
-    own = view.settings[workspace_id]
+    own = view.settings[workspace_id].settings
     if not view.fork_mode:
-        return root_resolution(workspace_id, own.settings, config, targets)
+        return root_resolution(workspace_id, own, config, targets)
 
-    me = physical_lake(workspace_id, own.settings, config, is_fork=True)
-    alias = lake_alias(lake)
-    warnings: list[str] = []
-    ancestors: list[PhysicalLake] = []
-    serving: dict[str, PhysicalLake] = {}
-    by_key: dict[tuple, PhysicalLake] = {}
-    for index, member in enumerate(view.chain[1:], start=1):
-        try:
-            lake_there = physical_lake(
-                member.id, view.settings[member.id].settings, config, is_fork=view.is_fork_at(index)
-            )
-        except ForkCatalogUnsupportedError:
-            continue
-        representative = by_key.setdefault(lake_there.key, lake_there)
-        if representative is lake_there:
-            ancestors.append(lake_there)
-        serving[member.id] = representative
-
-    facts, attachable, inspect_warnings = _inspect(ports, me, ancestors)
-    warnings += inspect_warnings
+    me = physical_lake(workspace_id, own, config, is_fork=True)
+    ancestors, serving = _chain_lakes(view, config)
+    aliases = {a.workspace_id: ancestor_alias(lake, a.workspace_id) for a in ancestors}
+    facts, attachable, warnings = _inspect(ports, me, ancestors)
     live_views = {TableName(s, v): sql for s, v, sql in facts.live_views}
 
     target_names = set(targets) | {TableName(t.schema, t.table + CURRENT_SUFFIX) for t in targets}
-    transition = tuple(sorted(n for n in target_names if n in live_views))
-
-    views: list[DeferView] = []
-    owned = nearest_owners(view.chain_ids, view.tracking)
-    skipped: set[str] = set()
-    for name, (index, entry) in sorted(owned.items()):
-        owner = serving.get(view.chain_ids[index])
-        if owner is None or owner.workspace_id not in attachable:
-            skipped.add(view.chain_ids[index])
-            continue
-        owner_alias = ancestor_alias(lake, owner.workspace_id)
-        views.append(DeferView(name, view.chain_ids[index], owner_alias, name))
-        companion = TableName(name.schema, name.table + CURRENT_SUFFIX)
-        if entry.is_scd2 and companion not in owned:
-            views.append(DeferView(companion, view.chain_ids[index], owner_alias, name, current_only=True))
-    for ws in sorted(skipped):
-        warnings.append(
-            f"ancestor {ws!r} owns tables of lake {lake!r} but its namespace is not reachable or "
-            "was never created; those tables read as absent in this run"
-        )
+    views, skipped = _defer_views(view, serving, attachable, aliases)
     views = _against_live([v for v in views if v.name not in target_names], live_views)
-
+    warnings += [
+        f"ancestor {ws!r} owns tables of lake {lake!r} but its namespace is not reachable or was "
+        "never created; those tables read as absent in this run"
+        for ws in skipped
+    ]
     for warning in warnings:
         log.warning(warning)
-    attaches = tuple(
-        AncestorAttach(
-            a.workspace_id,
-            ancestor_alias(lake, a.workspace_id),
-            _secret_and_attach(a, a.namespace.catalog, ancestor_alias(lake, a.workspace_id), _ancestor_options(a)),
-        )
-        for a in ancestors
-        if a.workspace_id in attachable
-    )
-    register(
-        open_store(config.control_store),
-        NamespaceRecord(
-            workspace_id=workspace_id,
-            ducklake_name=lake,
-            metadata_schema=fork_metadata_schema(workspace_id, lake),
-            catalog=catalog_location(own.settings, config.project_root),
-            storage=own.settings.storage,
-            storage_ref=own.settings.storage_ref,
-            data_path=me.data_path,
-        ),
-        clock=ports.clock,
-        cache=ports.registrations,
-    )
-    secret_and_target = _secret_and_attach(me, me.namespace.catalog, alias, _target_options(me))
+
+    _register(workspace_id, lake, own, me, config, ports)
+    alias = lake_alias(lake)
+    *setup, target = _secret_and_attach(me, alias, _target_options(me))
     return ResolvedLake(
         alias=alias,
         workspace_id=workspace_id,
@@ -321,11 +324,15 @@ def resolve_workspace_lake(
         namespace=fork_metadata_schema(workspace_id, lake),
         data_path=me.data_path,
         catalog=me.namespace.catalog,
-        base_catalog=catalog_location(own.settings, config.project_root),
-        setup=secret_and_target[:-1],
-        target=secret_and_target[-1],
-        transition=transition,
-        ancestors=attaches,
+        base_catalog=catalog_location(own, config.project_root),
+        setup=tuple(setup),
+        target=target,
+        transition=tuple(sorted(n for n in target_names if n in live_views)),
+        ancestors=tuple(
+            AncestorAttach(a.workspace_id, aliases[a.workspace_id], _secret_and_attach(a, aliases[a.workspace_id], _ancestor_options(a)))
+            for a in ancestors
+            if a.workspace_id in attachable
+        ),
         views=tuple(views),
         warnings=tuple(warnings),
         targets=targets,
