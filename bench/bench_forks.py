@@ -27,7 +27,7 @@ import sqlalchemy as sa
 
 from dpone_dagster.config import DponeConfig, LakeConfig, load_config
 from dpone_dagster.control.store import open_store
-from dpone_dagster.lake.catalogs import CatalogAdapters
+from dpone_dagster.lake.catalogs import CatalogAdapters, CountingCatalog
 from dpone_dagster.lake.duck import connect
 from dpone_dagster.lake.fork_plan import LakePorts, resolve_workspace_lake
 from dpone_dagster.lake.resolve import ResolvedLake, resolve
@@ -146,18 +146,6 @@ def _size_rows(work: Path, conn) -> list[dict[str, object]]:
     ]
 
 
-class _Counting:
-    def __init__(self, inner) -> None:
-        self.inner, self.calls = inner, 0
-
-    def inspect(self, namespaces, views_of):
-        self.calls += 1
-        return self.inner.inspect(namespaces, views_of)
-
-    def drop_namespace(self, namespace):
-        return self.inner.drop_namespace(namespace)
-
-
 def _chain_rows(work: Path, conn) -> list[dict[str, object]]:
     config = _config(work / "chain")
     _parent(config, conn, 10_000, tables=VIEW_COUNT)
@@ -169,7 +157,7 @@ def _chain_rows(work: Path, conn) -> list[dict[str, object]]:
         resolve(name, config=config).apply(conn)
         _reset(conn)
         parent = name
-    counting = _Counting(CatalogAdapters().duckdb)
+    counting = CountingCatalog(CatalogAdapters().duckdb)
     ports = LakePorts(catalogs=CatalogAdapters(duckdb=counting))
     queries: list[str] = []
     engine = open_store(config.control_store)

@@ -142,6 +142,21 @@ class FileOnlyCatalog:
         raise UnsafeNamespaceError("forks never create namespaces in SQLite or MySQL catalogs")
 
 
+class CountingCatalog:
+    """Wraps a `CatalogPort` and counts its round trips (benchmarks and cost tests read `calls`)."""
+
+    def __init__(self, inner: CatalogPort) -> None:
+        self.inner, self.calls = inner, 0
+
+    def inspect(self, namespaces: Sequence[Namespace], views_of: Namespace | None) -> CatalogFacts:
+        self.calls += 1
+        return self.inner.inspect(namespaces, views_of)
+
+    def drop_namespace(self, namespace: Namespace) -> None:
+        self.calls += 1
+        self.inner.drop_namespace(namespace)
+
+
 @dataclass
 class CatalogAdapters:
     """Picks the adapter for a catalog kind; tests replace one with a failing or counting fake."""

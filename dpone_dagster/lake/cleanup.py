@@ -16,14 +16,14 @@ settings no longer do — that is the point (settings drift must not orphan what
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from dpone_dagster.config import ConfigError, DponeConfig, StorageConfig, load_config
+from dpone_dagster.config import DponeConfig, StorageConfig, load_config, resolve_secret
 from dpone_dagster.control.store import open_store
-from dpone_dagster.errors import DponeError, LakeError
+from dpone_dagster.errors import ConfigError, DponeError, LakeError
+from dpone_dagster.lake.catalogs import CatalogAdapters
 from dpone_dagster.lake.naming import FORK_DATA_DIR, fork_segment, is_fork_schema
 from dpone_dagster.lake.object_store import StorageAdapters
-from dpone_dagster.lake.catalogs import CatalogAdapters
 from dpone_dagster.lake.ports import Namespace
 from dpone_dagster.lake.registry import (
     CACHE,
@@ -34,7 +34,7 @@ from dpone_dagster.lake.registry import (
     records,
 )
 from dpone_dagster.workspaces.ids import check_workspace_id
-from dpone_dagster.workspaces.repository import lake_settings
+from dpone_dagster.workspaces.repository import deleted_children, lake_settings
 
 log = logging.getLogger(__name__)
 
@@ -95,8 +95,6 @@ def registered_namespace(record: NamespaceRecord) -> Namespace:
 def _credentials_present(storage: StorageConfig | None) -> bool:
     names = [n for n in (storage.key_id_env, storage.secret_env) if n] if storage else []
     try:
-        from dpone_dagster.config import resolve_secret
-
         for name in names:
             resolve_secret(name)
     except ConfigError:
@@ -132,7 +130,7 @@ def _clean_one(
         if not record.schema_dropped:
             ports.catalogs.for_kind(namespace.catalog.kind).drop_namespace(namespace)
             mark_schema_dropped(engine, record)
-            record = NamespaceRecord(**{**record.__dict__, "schema_dropped": True})
+            record = replace(record, schema_dropped=True)
         phase = "data"
         storage = record.storage
         if prefix.startswith("s3://") and not _credentials_present(storage):
@@ -140,13 +138,15 @@ def _clean_one(
         report.objects_deleted += ports.storage.for_prefix(prefix).delete_prefix(prefix, storage)
         delete_record(engine, record)
         report.cleaned.append((record.workspace_id, record.ducklake_name, record.metadata_schema))
-    except DponeError as exc:
+    except Exception as exc:
+        code = exc.code if isinstance(exc, DponeError) else "lake.cleanup_failed"
         log.warning(
-            "fork cleanup of %s/%s stopped in the %s phase: %s",
+            "fork cleanup of %s/%s stopped in the %s phase: %s (%s)",
             record.workspace_id,
             record.ducklake_name,
             phase,
-            exc.code,
+            code,
+            type(exc).__name__,
         )
         report.leftovers.append(
             LeftoverRow(
@@ -154,7 +154,7 @@ def _clean_one(
                 record.ducklake_name,
                 record.metadata_schema,
                 phase,
-                exc.code,
+                code,
                 record.schema_dropped,
             )
         )
@@ -169,8 +169,6 @@ def drop_fork_namespaces(
     ports: CleanupPorts | None = None,
 ) -> CleanupReport:
     """Clean every ledger row of `workspace_id` (and of its already-deleted child forks)."""
-    from dpone_dagster.workspaces.repository import deleted_children
-
     check_workspace_id(workspace_id)
     config = config or load_config()
     ports = ports or CleanupPorts()

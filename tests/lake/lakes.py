@@ -159,3 +159,16 @@ def fingerprint(env: LakeEnv, workspace: str = "prod") -> LakeFingerprint:
         ).fetchall()
     data_path = resolve(workspace, "main", config=env.config).data_path
     return LakeFingerprint(tuple(snapshots), tuple(files), tuple(env.list_files(data_path)))
+
+
+def set_lake_settings(env: LakeEnv, workspace: str, settings: LakeConfig) -> None:
+    """Simulate settings drift: overwrite a fork's stored copy of the `main` lake settings."""
+    from dpone_dagster.control.store import open_store
+    from dpone_dagster.control.workspace_tables import workspace_lake
+
+    with open_store(env.config.control_store).begin() as conn:
+        conn.execute(
+            workspace_lake.update()
+            .where(workspace_lake.c.workspace_id == workspace, workspace_lake.c.lake == settings.name)
+            .values(settings=settings.model_dump_json())
+        )

@@ -13,7 +13,6 @@ import sqlalchemy as sa
 
 from dpone_dagster.control.lake_tables import fork_ducklake_namespace as ledger
 from dpone_dagster.control.store import open_store
-from dpone_dagster.control.workspace_tables import workspace_lake
 from dpone_dagster.errors import LakeError
 from dpone_dagster.lake.catalogs import (
     CatalogAdapters,
@@ -37,7 +36,7 @@ from dpone_dagster.lake.registry import NamespaceRecord, RegistrationCache, regi
 from dpone_dagster.lake.resolve import resolve
 from dpone_dagster.workspaces.service import LeftoverNamespaceError, Workspaces
 
-from .lakes import fingerprint, materialize
+from .lakes import fingerprint, materialize, set_lake_settings
 
 
 class DownCatalog:
@@ -137,12 +136,7 @@ def test_storage_credentials_fall_back_to_the_donor(pg_s3_lake, monkeypatch):
     moved = env.lake.storage.model_copy(
         update={"key_id_env": "DPONE_TEST_FORK_KEY", "secret_env": "DPONE_TEST_FORK_SECRET"}
     )
-    with open_store(env.config.control_store).begin() as conn:
-        conn.execute(
-            workspace_lake.update()
-            .where(workspace_lake.c.workspace_id == "wm-fork-a")
-            .values(settings=env.lake.model_copy(update={"storage": moved}).model_dump_json())
-        )
+    set_lake_settings(env, "wm-fork-a", env.lake.model_copy(update={"storage": moved}))
     monkeypatch.setenv("DPONE_TEST_FORK_KEY", "testing-key-id")
     monkeypatch.setenv("DPONE_TEST_FORK_SECRET", "testing-secret-key")
     materialize(env, "wm-fork-a", "t", "SELECT range AS x FROM range(30)")
@@ -188,12 +182,7 @@ def test_catalog_drift_adds_a_row_and_cleanup_covers_both(embedded_lake, tmp_pat
     materialize(env, "wm-fork-a", "t", "SELECT 1 AS x")
     first_namespace = resolve("wm-fork-a", config=env.config).catalog.target
     drifted = env.lake.model_copy(update={"catalog": str(tmp_path / "moved" / "main.ducklake")})
-    with open_store(env.config.control_store).begin() as conn:
-        conn.execute(
-            workspace_lake.update()
-            .where(workspace_lake.c.workspace_id == "wm-fork-a")
-            .values(settings=drifted.model_dump_json())
-        )
+    set_lake_settings(env, "wm-fork-a", drifted)
     second = resolve("wm-fork-a", config=env.config)
     assert second.catalog.target != first_namespace
     materialize(env, "wm-fork-a", "t2", "SELECT 2 AS x")
@@ -208,12 +197,7 @@ def test_data_path_drift_fails_loudly_instead_of_misreading(embedded_lake, tmp_p
     Workspaces(env.config).create_fork("wm-fork-a", "prod", owner="alice")
     materialize(env, "wm-fork-a", "t", "SELECT 1 AS x")
     drifted = env.lake.model_copy(update={"data_path": str(tmp_path / "elsewhere" / "main") + "/"})
-    with open_store(env.config.control_store).begin() as conn:
-        conn.execute(
-            workspace_lake.update()
-            .where(workspace_lake.c.workspace_id == "wm-fork-a")
-            .values(settings=drifted.model_dump_json())
-        )
+    set_lake_settings(env, "wm-fork-a", drifted)
     with pytest.raises(LakeError) as caught:
         materialize(env, "wm-fork-a", "t", "SELECT 2 AS x")
     assert caught.value.code == "lake.data_path_drift"

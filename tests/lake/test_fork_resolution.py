@@ -11,7 +11,7 @@ from dpone_dagster.lake.resolve import resolve
 from dpone_dagster.lake.tracking import fork_state
 from dpone_dagster.workspaces.service import Workspaces
 
-from .lakes import fingerprint, materialize, run_sql
+from .lakes import fingerprint, materialize, run_sql, set_lake_settings
 
 
 @pytest.fixture
@@ -243,8 +243,6 @@ def test_sqlite_and_mysql_catalogs_are_refused_in_forks_but_may_be_shared(embedd
 
 
 def test_reserved_options_in_fork_settings_are_stripped(lake_env, service):
-    from dpone_dagster.control.store import open_store
-    from dpone_dagster.control.workspace_tables import workspace_lake
 
     materialize(lake_env, "prod", "orders", "SELECT 1 AS id")
     service.create_fork("wm-fork-a", "prod", owner="alice")
@@ -258,12 +256,7 @@ def test_reserved_options_in_fork_settings_are_stripped(lake_env, service):
             }
         }
     )
-    with open_store(lake_env.config.control_store).begin() as conn:
-        conn.execute(
-            workspace_lake.update()
-            .where(workspace_lake.c.workspace_id == "wm-fork-a")
-            .values(settings=hostile.model_dump_json())
-        )
+    set_lake_settings(lake_env, "wm-fork-a", hostile)
     resolved = resolve("wm-fork-a", config=lake_env.config)
     target = resolved.target.render()
     assert "public" not in target and "override" not in target.lower()

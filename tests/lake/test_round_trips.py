@@ -5,25 +5,13 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from dpone_dagster.control.store import open_store
-from dpone_dagster.lake.catalogs import CatalogAdapters
+from dpone_dagster.lake.catalogs import CatalogAdapters, CountingCatalog
 from dpone_dagster.lake.fork_plan import LakePorts, resolve_workspace_lake
 from dpone_dagster.lake.registry import RegistrationCache
 from dpone_dagster.lake.tracking import record_materialization
 from dpone_dagster.workspaces.service import Workspaces
 
 from .lakes import run_sql
-
-
-class CountingCatalog:
-    def __init__(self, inner):
-        self.inner, self.calls = inner, 0
-
-    def inspect(self, namespaces, views_of):
-        self.calls += 1
-        return self.inner.inspect(namespaces, views_of)
-
-    def drop_namespace(self, namespace):
-        return self.inner.drop_namespace(namespace)
 
 
 def _track(env, workspace, count):
