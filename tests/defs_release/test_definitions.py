@@ -80,3 +80,15 @@ def test_resources_refuse_run_configuration():
         except dg.DagsterInvalidConfigError:
             continue
         raise AssertionError(f"run config was accepted for resource {key}")
+
+
+def test_settings_are_read_when_definitions_are_built_not_when_modules_are_imported(tmp_path, monkeypatch):
+    """A module imported under one environment must not pin another test's (or tool's) state."""
+    import dpone_dagster.defs.release.definitions as release_definitions
+    import dpone_dagster.deployment.location as deployment_location
+
+    monkeypatch.setenv("DPONE_STATE_DIR", str(tmp_path / "later"))
+    defs = release_definitions.location_definitions()
+    platform = defs.resources["authority_platform"].resource_fn(None)
+    assert platform.settings.protected_target_file.is_relative_to(tmp_path / "later")
+    assert not hasattr(release_definitions, "defs") and not hasattr(deployment_location, "defs")

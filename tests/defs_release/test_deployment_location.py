@@ -6,7 +6,7 @@ import dagster as dg
 import pytest
 
 from dpone_dagster.deployment.active import DeploymentLoadError, load_active_release, read_only_cache
-from dpone_dagster.deployment.definitions import build_definitions
+from dpone_dagster.deployment.location import build_definitions
 from dpone_dagster.deployment.runtime import AccessLedger, LedgeredCredentialResolver
 from dpone_dagster.errors import DponeError
 from dpone_dagster.release.admission import RuntimeTask, TaskKind

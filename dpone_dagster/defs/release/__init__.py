@@ -6,12 +6,18 @@ dormant deployment location does) does not load the release pipeline and its dbt
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
+
+
+@cache
+def _defs() -> Any:
+    from dpone_dagster.defs.release.definitions import location_definitions
+
+    return location_definitions()
 
 
 def __getattr__(name: str) -> Any:
     if name == "defs":
-        from dpone_dagster.defs.release.definitions import defs
-
-        return defs
+        return _defs()
     raise AttributeError(name)

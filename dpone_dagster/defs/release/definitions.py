@@ -1,7 +1,8 @@
 """The release domain's `Definitions`: stage assets, checks, the release job, sensors and resources.
 
-What a reader could get wrong: settings are read once, when the code location loads, from the one
-configuration (`dpone_dagster.config.load_config`); resources carry no run configuration.
+What a reader could get wrong: importing this module builds nothing. `dpone_dagster.defs.release.defs`
+(built on first access) reads the settings once, when the code location loads, from the one
+configuration (`dpone_dagster.config.load_config`); tests call `build_definitions` with their own.
 """
 
 from __future__ import annotations
@@ -27,4 +28,6 @@ def build_definitions(settings: ReleaseSettings) -> dg.Definitions:
     )
 
 
-defs = build_definitions(release_settings(load_config()))
+def location_definitions() -> dg.Definitions:
+    """The release domain for the configured environment (what the code location serves)."""
+    return build_definitions(release_settings(load_config()))
