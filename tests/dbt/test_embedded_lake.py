@@ -1,6 +1,7 @@
 """dbt_project_synthetic materialized through Dagster into the embedded DuckLake, read back.
 
-One materialization per module (the `built` fixture); every test reads that lake.
+One materialization for the session (`built_prod_lake` in conftest.py); every test reads that
+lake, and the last one runs `dpone demo` on it a second time.
 """
 
 from __future__ import annotations
@@ -8,14 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from dbt_lakes import MODEL_TABLES, LakeSetup, materialize_synthetic_dbt
+from dbt_lakes import MODEL_TABLES
 
 
-@pytest.fixture(scope="module")
-def built(module_state_dir, prepared_manifest):
-    setup = LakeSetup(module_state_dir)
-    result = materialize_synthetic_dbt(setup)
-    return setup, result
+@pytest.fixture
+def built(built_prod_lake):
+    return built_prod_lake
 
 
 def test_every_dbt_asset_materializes_and_every_dbt_test_passes(built):
@@ -89,16 +88,45 @@ def test_materializations_are_recorded_and_carry_lake_metadata(built):
     with open_store(setup.config().control_store).connect() as conn:
         tracked = read_chain_tracking(conn, ["prod"], "main").of("prod")
     snapshots = set()
-    for event in result.get_asset_materialization_events():
-        metadata = {k: v.value for k, v in event.materialization.metadata.items()}
-        _, schema, table = event.asset_key.path
-        assert metadata["unique_id"].startswith("model.dbt_project_synthetic.")
-        assert metadata["workspace"] == "prod" and metadata["fork_state"] == "own"
-        assert metadata["table"] == f"{schema}.{table}"
-        (rows,) = setup.rows(f"SELECT count(*) FROM lake_main.{schema}.{table}")[0]
-        assert metadata["dagster/row_count"] == rows
-        snapshots.add(metadata["snapshot_id"])
-        assert tracked[TableName(schema, table)].materialized
+    conn = setup.connect()
+    try:
+        for event in result.get_asset_materialization_events():
+            metadata = {k: v.value for k, v in event.materialization.metadata.items()}
+            _, schema, table = event.asset_key.path
+            assert metadata["unique_id"].startswith("model.dbt_project_synthetic.")
+            assert metadata["workspace"] == "prod" and metadata["fork_state"] == "own"
+            assert metadata["table"] == f"{schema}.{table}"
+            (rows,) = conn.execute(f"SELECT count(*) FROM lake_main.{schema}.{table}").fetchone()
+            assert metadata["dagster/row_count"] == rows
+            snapshots.add(metadata["snapshot_id"])
+            assert tracked[TableName(schema, table)].materialized
+        (latest,) = conn.execute("SELECT max(snapshot_id) FROM lake_main.snapshots()").fetchone()
+    finally:
+        conn.close()
     assert tracked[TableName("marts", "dim_customers_scd2")].is_scd2
-    (latest,) = setup.rows("SELECT max(snapshot_id) FROM lake_main.snapshots()")[0]
     assert snapshots == {latest}
+
+
+def test_dpone_demo_runs_again_on_the_built_lake_and_prints_every_table(built, monkeypatch):
+    from typer.testing import CliRunner
+
+    from dpone_dagster.cli import app
+
+    setup, _ = built
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    for key, value in setup.env.items():
+        monkeypatch.setenv(key, value)
+    done = CliRunner().invoke(app, ["demo"])
+    assert done.exit_code == 0, done.output[-3000:]
+    lines = done.output.splitlines()
+    assert "materialized 10 dbt assets" in lines
+    assert "lake 'main' for workspace 'prod' (attached as lake_main)" in lines
+    assert any(line.strip().startswith("catalog: duckdb") for line in lines)
+    printed = {}
+    for line in lines:
+        parts = line.split()
+        if len(parts) == 3 and parts[2] == "rows":
+            printed[parts[0]] = int(parts[1])
+    assert set(printed) == {f"{schema}.{table}" for schema, table in MODEL_TABLES}
+    for name, rows in printed.items():
+        assert setup.rows(f"SELECT count(*) FROM lake_main.{name}") == [(rows,)]

@@ -1,6 +1,6 @@
 """Fork-aware dbt: in a fork, the selected models build into the fork's own namespace.
 
-The root (`prod`) materializes every dbt asset; then a fork materializes only `marts.daily_revenue`
+The root (`prod`) has every dbt asset materialized (the session's `built_prod_lake`); then a fork materializes only `marts.daily_revenue`
 and the SCD2 `marts.dim_customers_scd2`. Their upstream tables are read through defer views onto
 prod, prod is not written, and the fork's materializations are recorded (so it no longer defers
 those tables, nor lays the SCD2 `_current` companion view over its own table).
@@ -28,16 +28,16 @@ def _snapshot(setup: LakeSetup, workspace: str) -> int:
 
 
 @pytest.fixture(scope="module")
-def forked(module_state_dir, prepared_manifest):
+def forked(built_prod_lake):
     from dpone_dagster.config import load_config
     from dpone_dagster.workspaces.service import Workspaces
 
-    root = LakeSetup(module_state_dir)
-    assert materialize_synthetic_dbt(root).success
+    root, built = built_prod_lake
+    assert built.success
     with root.applied():
         Workspaces(load_config()).create_fork(FORK, "prod", owner="tester")
     prod_snapshot = _snapshot(root, "prod")
-    fork = LakeSetup(module_state_dir, extra_env={"DPONE_WORKSPACE": FORK})
+    fork = LakeSetup(root.state_dir, extra_env={"DPONE_WORKSPACE": FORK})
     result = materialize_synthetic_dbt(fork, selection=[TARGET, SCD2])
     return root, fork, result, prod_snapshot
 

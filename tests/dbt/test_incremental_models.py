@@ -12,6 +12,7 @@ from dbt_lakes import LakeSetup
 
 DAY_1 = '{"synthetic_as_of_day": 60}'
 DAY_2 = '{"synthetic_as_of_day": 75}'
+INCREMENTAL_MODELS = ("+fct_orders", "+dim_customers_scd2")
 
 
 def _all(setup: LakeSetup, table: str, order_by: str) -> list[tuple]:
@@ -21,11 +22,11 @@ def _all(setup: LakeSetup, table: str, order_by: str) -> list[tuple]:
 @pytest.fixture(scope="module")
 def lakes(tmp_path_factory, prepared_manifest):
     advanced = LakeSetup(tmp_path_factory.mktemp("advanced"))
-    advanced.dbt("build", "--vars", DAY_1)
+    advanced.dbt("run", "--vars", DAY_1, "--select", *INCREMENTAL_MODELS)
     day_1_orders = _all(advanced, "marts.fct_orders", "order_id")
-    advanced.dbt("build", "--vars", DAY_2)
+    advanced.dbt("build", "--vars", DAY_2, "--select", *INCREMENTAL_MODELS)
     rebuilt = LakeSetup(tmp_path_factory.mktemp("rebuilt"))
-    rebuilt.dbt("build", "--vars", DAY_2)
+    rebuilt.dbt("run", "--vars", DAY_2, "--select", *INCREMENTAL_MODELS)
     return advanced, rebuilt, day_1_orders
 
 

@@ -17,8 +17,8 @@ payments as (
     select
         order_id,
         count(*) as payment_count,
-        sum(case when payment_kind = 'charge' then amount else 0 end) as amount_paid,
-        -sum(case when payment_kind = 'refund' then amount else 0 end) as amount_refunded,
+        sum(charged_amount) as amount_paid,
+        sum(refunded_amount) as amount_refunded,
         max(paid_at) as last_paid_at
     from {{ ref("stg_payments") }}
     where order_id in (select order_id from orders)

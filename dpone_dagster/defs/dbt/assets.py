@@ -86,6 +86,30 @@ def _row_count(conn, lake_alias: str, table: str) -> int:
     return int(count)
 
 
+def with_lake_metadata(
+    context: AssetExecutionContext,
+    ducklake: DuckLakeResource,
+    lake: str,
+    targets: Sequence[str],
+    events: Sequence[Any],
+    invocation: DbtCliInvocation,
+) -> list[Any]:
+    """Record every built table (and every errored one) and add the lake metadata to its Output."""
+    out: list[Any] = []
+    with ducklake.connect(lake, targets) as conn:
+        for event in events:
+            if isinstance(event, Output):
+                key = context.asset_key_for_output(event.output_name)
+                table = f"{key.path[1]}.{key.path[2]}"
+                metadata = ducklake.record_materialization(conn, table, lake=lake)
+                metadata["dagster/row_count"] = _row_count(conn, ducklake.alias(lake), table)
+                event = event.with_metadata({**event.metadata, **metadata})
+            out.append(event)
+        for table in failed_tables(invocation, invocation.manifest):
+            ducklake.record_materialization(conn, table, lake=lake, status="failed")
+    return out
+
+
 @dbt_assets(
     manifest=DBT_PROJECT.manifest_path,
     project=DBT_PROJECT,
@@ -101,21 +125,13 @@ def synthetic_dbt_assets(
     with dbt_subprocess_env(ducklake.workspace_id, targets):
         invocation = dbt.cli(["build"], context=context, raise_on_error=False)
     events = list(invocation.stream())
-
-    with ducklake.connect(lake, targets) as conn:
-        alias = ducklake.alias(lake)
-        recorded: list[Any] = []
-        for event in events:
-            if isinstance(event, Output):
-                key = context.asset_key_for_output(event.output_name)
-                table = f"{key.path[1]}.{key.path[2]}"
-                metadata = ducklake.record_materialization(conn, table, lake=lake)
-                metadata["dagster/row_count"] = _row_count(conn, alias, table)
-                event = event.with_metadata({**event.metadata, **metadata})
-            recorded.append(event)
-        for table in failed_tables(invocation, invocation.manifest):
-            ducklake.record_materialization(conn, table, lake=lake, status="failed")
-
+    dbt_error = None if invocation.is_successful() else (invocation.get_error() or RuntimeError("dbt build failed"))
+    try:
+        recorded = with_lake_metadata(context, ducklake, lake, targets, events, invocation)
+    except Exception as exc:
+        if dbt_error is not None:
+            raise dbt_error from exc
+        raise
     yield from recorded
-    if not invocation.is_successful():
-        raise invocation.get_error() or RuntimeError("dbt build failed")
+    if dbt_error is not None:
+        raise dbt_error

@@ -1,0 +1,89 @@
+"""The pieces between Dagster and dbt: manifest preparation, run targets, errored models."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+from dbt_lakes import DBT_PROJECT_DIR
+
+from dpone_dagster.errors import LakeError
+from dpone_dagster.lake.dbt_plugin import TARGETS_ENV, targets_from_env, targets_to_env
+
+
+@pytest.fixture
+def project_copy(tmp_path):
+    from dagster_dbt import DbtProject
+
+    copy = tmp_path / "dbt_project_synthetic"
+    shutil.copytree(DBT_PROJECT_DIR, copy, ignore=shutil.ignore_patterns("target", "logs", "flows"))
+    return DbtProject(project_dir=copy, profiles_dir=copy)
+
+
+def test_manifest_is_parsed_once_and_again_only_when_the_sources_change(project_copy):
+    from dpone_dagster.defs.dbt.project import DbtProjectError, manifest_is_current, prepare_manifest
+
+    assert not manifest_is_current(project_copy)
+    assert prepare_manifest(project_copy) is True
+    first = project_copy.manifest_path.stat().st_mtime_ns
+    assert prepare_manifest(project_copy) is False
+    assert project_copy.manifest_path.stat().st_mtime_ns == first
+
+    model = project_copy.project_dir / "models" / "marts" / "daily_revenue.sql"
+    model.write_text("select {{ ref('no_such_model') }}", encoding="utf-8")
+    assert not manifest_is_current(project_copy)
+    with pytest.raises(DbtProjectError) as refused:
+        prepare_manifest(project_copy)
+    assert refused.value.code == "dbt.parse_failed"
+    assert str(project_copy.project_dir) not in refused.value.message
+    assert not manifest_is_current(project_copy)
+
+
+def test_targets_round_trip_through_the_environment():
+    value = targets_to_env(["marts.fct_orders", "raw.raw_orders", "marts.fct_orders"])
+    assert value == "marts.fct_orders,raw.raw_orders"
+    assert targets_from_env({TARGETS_ENV: value}) == ("marts.fct_orders", "raw.raw_orders")
+    assert targets_from_env({}) == ()
+    with pytest.raises(LakeError):
+        targets_to_env(["marts.a,b"])
+
+
+def test_the_subprocess_environment_is_set_only_inside_the_block(monkeypatch):
+    from dpone_dagster.defs.dbt.assets import dbt_subprocess_env
+
+    monkeypatch.setenv("DPONE_WORKSPACE", "outer")
+    monkeypatch.delenv(TARGETS_ENV, raising=False)
+    with dbt_subprocess_env("wm-fork-x", ["marts.fct_orders"]):
+        assert os.environ["DPONE_WORKSPACE"] == "wm-fork-x"
+        assert os.environ[TARGETS_ENV] == "marts.fct_orders"
+    assert os.environ["DPONE_WORKSPACE"] == "outer"
+    assert TARGETS_ENV not in os.environ
+
+
+class _Invocation:
+    """Only what `failed_tables` reads from a dbt invocation: its run_results.json."""
+
+    def __init__(self, results):
+        self.results = results
+
+    def get_artifact(self, name):
+        assert name == "run_results.json"
+        if self.results is None:
+            raise FileNotFoundError(name)
+        return {"results": self.results}
+
+
+def test_errored_models_are_named_by_their_lake_table():
+    from dpone_dagster.defs.dbt.assets import DBT_PROJECT, failed_tables
+
+    manifest = json.loads(DBT_PROJECT.manifest_path.read_text(encoding="utf-8"))
+    results = [
+        {"unique_id": "model.dbt_project_synthetic.fct_orders", "status": "error"},
+        {"unique_id": "model.dbt_project_synthetic.stg_orders", "status": "success"},
+        {"unique_id": "model.dbt_project_synthetic.daily_revenue", "status": "skipped"},
+        {"unique_id": next(k for k in manifest["nodes"] if k.startswith("test.")), "status": "error"},
+    ]
+    assert failed_tables(_Invocation(results), manifest) == ["marts.fct_orders"]
+    assert failed_tables(_Invocation(None), manifest) == []
