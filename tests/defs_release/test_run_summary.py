@@ -8,7 +8,7 @@ import pytest
 from dpone_dagster.contracts.base import parse_document
 from dpone_dagster.defs.release.platform import ProtectedTargetDocument
 from dpone_dagster.defs.release.resources import AuthorityPlatform
-from dpone_dagster.defs.release.run import ReleaseRunError, run_release_job
+from dpone_dagster.defs.release.run import ReleaseRunError, run_release_job, summarize
 
 
 def test_a_refused_release_raises_the_refusal_code(fresh, env_of):
@@ -23,10 +23,8 @@ def test_a_refused_release_raises_the_refusal_code(fresh, env_of):
     assert str(raised.value).startswith("[authority.revoked]")
 
 
-def test_summary_of_a_successful_release(copied_release, env_of):
-    env_of(copied_release)
-    with dg.instance_for_test() as instance:
-        summary = run_release_job(instance)
+def test_summary_of_a_successful_release(released):
+    summary = summarize(released.run)
     assert summary.release_id.startswith("sha256:")
     assert summary.deployment_id == f"synthetic-dev:{summary.release_id.removeprefix('sha256:')}"
     assert summary.tasks == 16 and summary.denied == {"admission.development_dormant": 16}

@@ -24,6 +24,7 @@ if str(REPO_ROOT) not in sys.path:
 
 from bench.screenshots import (  # noqa: E402
     DEPLOYMENT_LOCATION,
+    dormant_jobs,
     RELEASE_JOB,
     RELEASE_LOCATION,
     DagsterWebserver,
@@ -64,3 +65,12 @@ def released_through_ui(webserver: DagsterWebserver) -> str:
     entry = webserver.reload_location(DEPLOYMENT_LOCATION)
     assert entry["locationOrLoadError"]["__typename"] == "RepositoryLocation", entry
     return run_id
+
+
+@pytest.fixture(scope="session")
+def refused_task_run(webserver: DagsterWebserver, released_through_ui: str) -> tuple[str, str]:
+    """One dormant pre-hook task launched through GraphQL and finished: (job name, run id)."""
+    job = dormant_jobs(webserver)["pre_hook"][0]
+    run_id = webserver.launch_job(DEPLOYMENT_LOCATION, job)
+    webserver.wait_for_run(run_id)
+    return job, run_id

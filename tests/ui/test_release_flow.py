@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bench.screenshots import DEPLOYMENT_LOCATION, RELEASE_JOB, RELEASE_LOCATION
+from bench.screenshots import DEPLOYMENT_LOCATION, RELEASE_JOB, RELEASE_LOCATION, dormant_jobs
 
 STAGE_EDGES = {
     "development_policy": set(),
@@ -22,10 +22,6 @@ ASSET_NODES = """
 SENSOR_TARGETS = """
 query($selector: SensorSelector!) { sensorOrError(sensorSelector: $selector) {
     __typename ... on Sensor { targets { pipelineName } } } }
-"""
-DEPLOYMENT_JOBS = """
-query($selector: RepositorySelector!) { repositoryOrError(repositorySelector: $selector) {
-    __typename ... on Repository { jobs { name tags { key value } } } } }
 """
 
 
@@ -78,17 +74,11 @@ def test_grant_sensor_requests_a_release_run_then_skips(webserver, released_thro
     assert "unchanged since the last requested release run" in second["skipReason"]
 
 
-def test_launching_a_dormant_task_is_refused_with_zero_credential_resolutions(webserver, released_through_ui, ui_state_dir):
-    selector = {"repositoryLocationName": DEPLOYMENT_LOCATION, "repositoryName": "__repository__"}
-    jobs = webserver.graphql(DEPLOYMENT_JOBS, {"selector": selector})["repositoryOrError"]["jobs"]
-    kinds = {}
-    for job in jobs:
-        kind = {t["key"]: t["value"] for t in job["tags"]}.get("dpone/task_kind")
-        if kind:
-            kinds.setdefault(kind, []).append(job["name"])
+def test_launching_a_dormant_task_is_refused_with_zero_credential_resolutions(webserver, refused_task_run, ui_state_dir):
+    kinds = dormant_jobs(webserver)
     assert {kind: len(names) for kind, names in kinds.items()} == {"native": 10, "ordinary": 3, "pre_hook": 3}
 
-    run_id = webserver.launch_job(DEPLOYMENT_LOCATION, sorted(kinds["pre_hook"])[0])
+    _, run_id = refused_task_run
     assert webserver.wait_for_run(run_id) == "FAILURE"
     details = webserver.run_details(run_id)
     assert details["tags"]["dpone/admission"] == "denied"

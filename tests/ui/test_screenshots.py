@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.screenshots import CHROMIUM, DEPLOYMENT_LOCATION, capture, dormant_jobs, project_pages
+from bench.screenshots import CHROMIUM, capture, project_pages
 
 MIN_DISTINCT_COLOURS = 64
 
@@ -60,10 +60,8 @@ def decode_png(path: Path) -> tuple[int, int, list[bytes]]:
 
 
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian chromium is not installed")
-def test_screenshots_are_produced_and_not_blank(webserver, released_through_ui, tmp_path):
-    refused_job = dormant_jobs(webserver)["pre_hook"][0]
-    refused = webserver.launch_job(DEPLOYMENT_LOCATION, refused_job)
-    assert webserver.wait_for_run(refused) == "FAILURE"
+def test_screenshots_are_produced_and_not_blank(webserver, released_through_ui, refused_task_run, tmp_path):
+    refused_job, refused = refused_task_run
     pages = [
         page
         for page in project_pages(released_through_ui, refused, refused_job)

@@ -44,7 +44,7 @@ class ReleaseRunSummary:
 
 
 def run_release_job(instance: dg.DagsterInstance) -> ReleaseRunSummary:
-    """Execute `release_job` for the configured environment (read now, not at import)."""
+    """Execute `release_job` for the configured environment (read now, not at import) and summarize it."""
     from dpone_dagster.defs.release.definitions import location_definitions
 
     result = location_definitions().resolve_job_def("release_job").execute_in_process(
@@ -52,6 +52,11 @@ def run_release_job(instance: dg.DagsterInstance) -> ReleaseRunSummary:
         raise_on_error=False,
         run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
     )
+    return summarize(result)
+
+
+def summarize(result: dg.ExecuteInProcessResult) -> ReleaseRunSummary:
+    """The summary of a finished release run; raise the refusal (with its code) if it did not install."""
     materialized = {
         event.asset_key.to_user_string(): {k: v.value for k, v in event.materialization.metadata.items()}
         for event in result.get_asset_materialization_events()
