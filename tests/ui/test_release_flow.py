@@ -5,17 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from defs_release.test_definitions import LINEAGE
+
 from bench.screenshots import DEPLOYMENT_LOCATION, RELEASE_JOB, RELEASE_LOCATION, dormant_jobs
 
-STAGE_EDGES = {
-    "development_policy": set(),
-    "development_grant": {"development_policy"},
-    "native_workspace": {"development_grant"},
-    "ordinary_flows": {"development_grant"},
-    "development_release": {"native_workspace", "ordinary_flows"},
-    "published_release": {"development_release"},
-    "installed_release": {"published_release"},
-}
+STAGE_EDGES = LINEAGE
 ASSET_NODES = """
 { assetNodes { assetKey { path } groupName dependencyKeys { path } } }
 """

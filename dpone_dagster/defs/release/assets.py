@@ -30,7 +30,7 @@ from dpone_dagster.contracts.policy import DevelopmentPolicy
 from dpone_dagster.contracts.receipts import DevelopmentAuthorityReceipt
 from dpone_dagster.defs.release.refusals import refusals_as_failures
 from dpone_dagster.defs.release.resources import release_pipeline
-from dpone_dagster.release.bundle import open_bundle
+from dpone_dagster.release.bundle import ReleaseBundle, open_bundle
 from dpone_dagster.release.native import NativeCompilation
 from dpone_dagster.release.pipeline import ReleasePipeline
 
@@ -214,8 +214,7 @@ def development_release(
 def published_release(context: AssetExecutionContext, development_release: StagedRelease) -> StagedRelease:
     pipeline, issuer = release_pipeline(context.resources)
     with refusals_as_failures():
-        authority = verified_authority(context, pipeline, development_release.source)
-        bundle = open_bundle(development_release.members, expected_release_id=development_release.release_id)
+        authority, bundle = reverified(context, pipeline, development_release)
         receipt = issuer.issue_publication(authority, pipeline.projection(bundle, authority))
         result = pipeline.publish(bundle, authority=authority, receipt=receipt)
     context.add_output_metadata(
@@ -243,8 +242,7 @@ def published_release(context: AssetExecutionContext, development_release: Stage
 def installed_release(context: AssetExecutionContext, published_release: StagedRelease) -> str:
     pipeline, issuer = release_pipeline(context.resources)
     with refusals_as_failures():
-        authority = verified_authority(context, pipeline, published_release.source)
-        bundle = open_bundle(published_release.members, expected_release_id=published_release.release_id)
+        authority, bundle = reverified(context, pipeline, published_release)
         projection = pipeline.projection(bundle, authority)
         materialization = issuer.issue_materialization(authority, projection)
         activation = issuer.issue_activation(authority, projection, purpose="activate")
@@ -274,6 +272,14 @@ def verified_authority(
     authority = context.resources.authority_platform
     documents = authority.documents()
     return pipeline.verify_authority(documents.grant, authority.signatures(documents.signatures), source)
+
+
+def reverified(
+    context: AssetExecutionContext, pipeline: ReleasePipeline, staged: StagedRelease
+) -> tuple[DevelopmentAuthorityReceipt, ReleaseBundle]:
+    """Fresh authority for `staged`'s source, and its bytes verified again as the release they claim to be."""
+    authority = verified_authority(context, pipeline, staged.source)
+    return authority, open_bundle(staged.members, expected_release_id=staged.release_id)
 
 
 def release_state(pipeline: ReleasePipeline, release_id: str) -> str:

@@ -24,6 +24,8 @@ import logging
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from filelock import FileLock
+
 from dpone_dagster.authority.synthetic import (
     SYNTHETIC_ENVIRONMENT,
     sign_grant,
@@ -55,13 +57,23 @@ SIGNER_COUNT = 3
 THRESHOLD = 2
 GRANT_VALIDITY = timedelta(days=3)
 CLOCK_SKEW = timedelta(minutes=5)
+LOCK_TIMEOUT_SECONDS = 300
 
 
 def ensure_synthetic_authority(settings: ReleaseSettings, clock: Clock) -> bool:
-    """Create the synthetic policy, protected target and grant if missing or expired; True if written."""
+    """Create the synthetic policy, protected target and grant if missing or expired; True if written.
+
+    Serialized across processes by a lock file, so two runs starting together never sign two
+    different grants with the same sequence.
+    """
     if not settings.synthetic:
         raise ValueError("the synthetic bootstrap only runs for the embedded default")
     authority = ensure_private_dir(Path(settings.authority_location))
+    with FileLock(str(authority.parent / "synthetic-authority.lock"), timeout=LOCK_TIMEOUT_SECONDS):
+        return _ensure(settings, clock, authority)
+
+
+def _ensure(settings: ReleaseSettings, clock: Clock, authority: Path) -> bool:
     signers = synthetic_signers(SIGNER_COUNT, prefix="embedded-default")
     policy = synthetic_policy(signers, THRESHOLD, policy_id="synthetic-embedded-default", repository=settings.source_repository)
     wrote = _write_if_absent(authority / POLICY_KEY, policy.canonical_bytes())

@@ -1,0 +1,49 @@
+"""The embedded default's synthetic authority: created once, renewed only when expired, never for a platform."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from dpone_dagster.authority.memory import FixedClock
+from dpone_dagster.contracts.base import parse_document
+from dpone_dagster.contracts.grant import DevelopmentGrant
+from dpone_dagster.defs.release.platform import GRANT_KEY, ProtectedTargetDocument
+from dpone_dagster.defs.release.synthetic_bootstrap import GRANT_VALIDITY, ensure_synthetic_authority
+from dpone_dagster.release.ports import SystemClock
+
+
+def _grant(setup) -> DevelopmentGrant:
+    return parse_document(DevelopmentGrant, (setup.authority_dir / GRANT_KEY).read_bytes())
+
+
+def test_first_use_creates_a_synthetic_authority_and_later_uses_keep_it(fresh, env_of):
+    setup = env_of(fresh)
+    now = SystemClock().now()
+    assert ensure_synthetic_authority(setup.settings, FixedClock(now)) is True
+    target = parse_document(ProtectedTargetDocument, setup.settings.protected_target_file.read_bytes())
+    assert target.synthetic is True and target.environment.startswith("synthetic-")
+    first = _grant(setup)
+    assert first.sequence == 1 and len(first.native_membership) == 10 and len(first.ordinary_membership) == 3
+    assert ensure_synthetic_authority(setup.settings, FixedClock(now + timedelta(hours=1))) is False
+    assert _grant(setup) == first
+
+
+def test_an_expired_synthetic_grant_is_signed_again_with_the_next_sequence(fresh, env_of):
+    setup = env_of(fresh)
+    now = SystemClock().now()
+    ensure_synthetic_authority(setup.settings, FixedClock(now))
+    later = now + GRANT_VALIDITY + timedelta(hours=1)
+    assert ensure_synthetic_authority(setup.settings, FixedClock(later)) is True
+    renewed = _grant(setup)
+    assert renewed.sequence == 2
+    assert renewed.expires_at > _grant(setup).not_before
+
+
+def test_a_configured_platform_never_gets_synthetic_authority(fresh, env_of):
+    setup = env_of(fresh)
+    setup.configured_platform = True
+    with pytest.raises(ValueError):
+        ensure_synthetic_authority(setup.settings, SystemClock())
+    assert not setup.authority_dir.exists()
