@@ -2,7 +2,12 @@
 
 Configuration comes from `dpone.yaml` at the project root (optional: the embedded default works
 with no file at all), then environment overrides. Nothing else in the project reads environment
-variables for configuration; resources and services receive a `DponeConfig`.
+variables for configuration; resources and services receive a `DponeConfig`. The one exception is
+the dbt-duckdb plugin, which runs inside dbt's own process and receives the run's workspace and
+target tables through `DPONE_WORKSPACE` / `DPONE_DBT_TARGETS`, set by the dbt asset for that call.
+
+The embedded `main` lake turns DuckLake data inlining off (`DATA_INLINING_ROW_LIMIT 0`), so even a
+10-row incremental merge lands in parquet files rather than in the catalog.
 
 Credentials are configured *by reference*: a lake names the environment variables that hold its
 storage keys or catalog password, never the values. `resolve_secret()` reads a referenced variable at
@@ -169,6 +174,7 @@ class DponeConfig(_Closed):
             name=DEFAULT_LAKE,
             catalog=str(lakes / "main.ducklake"),
             data_path=str(lakes / "storage" / "main") + "/",
+            attach_args={"DATA_INLINING_ROW_LIMIT": 0},
         )
 
 
