@@ -11,7 +11,6 @@ are written to hold in any order: each launches what it needs and asserts on its
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,10 +18,8 @@ import pytest
 import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
 
-from bench.screenshots import (  # noqa: E402
+from bench.screenshots import (
     DEPLOYMENT_LOCATION,
     dormant_jobs,
     RELEASE_JOB,
