@@ -10,15 +10,9 @@ when a higher sequence, or a different grant at the same sequence, is already re
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Protocol, runtime_checkable
 
-
-@runtime_checkable
-class Clock(Protocol):
-    def now(self) -> datetime:
-        """The current time, timezone-aware UTC."""
-        ...
+from dpone_dagster.clock import Clock
 
 
 @runtime_checkable

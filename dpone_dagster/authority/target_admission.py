@@ -23,7 +23,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Literal, Protocol, TypeVar, runtime_checkable
 
-from dpone_dagster.authority.ports import Clock
+from dpone_dagster.clock import Clock
 from dpone_dagster.contracts.base import ContractModel
 from dpone_dagster.contracts.bounds import Count, Digest, format_timestamp, parse_timestamp
 from dpone_dagster.contracts.coded import CodedError

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from dpone_dagster.clock import Clock
 from dpone_dagster.contracts.bounds import format_timestamp
 from dpone_dagster.contracts.coded import CodedError
 from dpone_dagster.release.bundle import ReleaseBundle
-from dpone_dagster.release.ports import Clock
 
 DEVELOPMENT_FAMILY = "development"
 

@@ -29,6 +29,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from dpone_dagster.clock import Clock
 from dpone_dagster.contracts.base import ContractModel, parse_document
 from dpone_dagster.contracts.bounds import format_timestamp
 from dpone_dagster.contracts.canonical import CanonicalError
@@ -51,7 +52,7 @@ from dpone_dagster.release.install_records import (
     DeploymentRecord,
 )
 from dpone_dagster.release.local_files import LocalFiles
-from dpone_dagster.release.ports import Clock, TargetAdmission
+from dpone_dagster.release.ports import TargetAdmission
 
 GENESIS = "0" * 64
 

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from dpone_dagster.authority.ports import AuthorityPorts
 from dpone_dagster.authority.verification import ReconstructedSource, verify_grant, verify_policy
+from dpone_dagster.clock import Clock
 from dpone_dagster.contracts.bounds import parse_timestamp
 from dpone_dagster.contracts.coded import CodedError
 from dpone_dagster.contracts.flows import OrdinaryCapture
@@ -47,7 +48,7 @@ from dpone_dagster.release.errors import DurabilityUncertainError
 from dpone_dagster.release.flows import capture_ordinary
 from dpone_dagster.release.install import ActivationResult, ReleaseCache
 from dpone_dagster.release.native import CompilableSource, NativeCompilation, compile_native, discover_projects
-from dpone_dagster.release.ports import Clock, TargetAdmission
+from dpone_dagster.release.ports import TargetAdmission
 from dpone_dagster.release.registry import PublicationResult, ReleaseRegistry
 from dpone_dagster.release.state import ReleaseState, ReleaseStateMachine
 

@@ -18,12 +18,12 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+from dpone_dagster.clock import Clock
 from dpone_dagster.contracts.bounds import format_timestamp
 from dpone_dagster.contracts.canonical import dumps
 from dpone_dagster.contracts.identity import require_digest
 from dpone_dagster.control.release_tables import release_events, release_states
 from dpone_dagster.release.errors import StateTransitionError
-from dpone_dagster.release.ports import Clock
 
 
 class ReleaseState(enum.StrEnum):
