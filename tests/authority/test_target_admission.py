@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from dpone_dagster.authority.memory import ControllableCurrentTarget as LiveTarget
+from dpone_dagster.authority.memory import ControllableCurrentTarget
 from dpone_dagster.authority.memory import FixedClock
 from dpone_dagster.authority.synthetic import SyntheticAuthority, synthetic_source
 from dpone_dagster.authority.target_admission import (
@@ -38,12 +38,12 @@ def verified(authority: SyntheticAuthority) -> DevelopmentAuthorityReceipt:
 
 
 @pytest.fixture
-def live(authority: SyntheticAuthority) -> LiveTarget:
-    return LiveTarget(authority.policy_digest)
+def live(authority: SyntheticAuthority) -> ControllableCurrentTarget:
+    return ControllableCurrentTarget(authority.policy_digest)
 
 
 @pytest.fixture
-def issuer(authority: SyntheticAuthority, live: LiveTarget) -> ReceiptIssuer:
+def issuer(authority: SyntheticAuthority, live: ControllableCurrentTarget) -> ReceiptIssuer:
     target = TargetConfiguration(environment="synthetic-dev", trust_tier="non_production", policy_digest=authority.policy_digest)
     return ReceiptIssuer(target, live, authority.clock)
 
@@ -155,7 +155,7 @@ def test_production_tier_refused_from_configuration_or_projection(authority, ver
 def test_authority_under_another_policy_refused(authority, verified, live) -> None:
     other = digest("dpone.development-policy.v1", {"other": 1})
     target = TargetConfiguration(environment="synthetic-dev", trust_tier="non_production", policy_digest=other)
-    issuer = ReceiptIssuer(target, LiveTarget(other), authority.clock)
+    issuer = ReceiptIssuer(target, ControllableCurrentTarget(other), authority.clock)
     assert _code(lambda: issuer.issue_publication(verified, _projection(verified))).code == "admission.policy_mismatch"
 
 
@@ -164,7 +164,7 @@ def test_reuse_after_protected_policy_repin_refused(authority, verified, live, i
     repinned_digest = digest("dpone.development-policy.v1", {"next": 1})
     repinned = ReceiptIssuer(
         TargetConfiguration(environment="synthetic-dev", trust_tier="non_production", policy_digest=repinned_digest),
-        LiveTarget(repinned_digest),
+        ControllableCurrentTarget(repinned_digest),
         authority.clock,
     )
     assert _code(lambda: _require(repinned, receipt, PublicationReceipt)).code == "admission.policy_mismatch"
