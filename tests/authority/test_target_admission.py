@@ -6,8 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from dpone_dagster.authority.memory import ControllableCurrentTarget
-from dpone_dagster.authority.memory import FixedClock
+from dpone_dagster.authority.memory import ControllableCurrentTarget, FixedClock
 from dpone_dagster.authority.synthetic import SyntheticAuthority, synthetic_source
 from dpone_dagster.authority.target_admission import (
     ActivationAuthorityError,
