@@ -22,6 +22,11 @@ Environment overrides (all optional):
 - `DPONE_CONTROL_STORE_URL`  SQLAlchemy URL of the control store (default SQLite in the state dir)
 - `DPONE_WORKSPACE`      current workspace (default `prod`)
 - `DPONE_LAKE_<NAME>_CATALOG`, `DPONE_LAKE_<NAME>_DATA_PATH`  per-lake overrides
+- `DPONE_RELEASE_SOURCE_COMMIT`  the commit the platform checked out (needs a `release:` section)
+
+A `release:` section configures the release platform (`ReleaseConfig`): where signed grants are
+dropped, the protected target file, the registry, the cache and the source checkout. Without it the
+release surface runs on the SYNTHETIC embedded default under the state directory.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from dpone_dagster.contracts.bounds import GitCommit, RepositoryName
 from dpone_dagster.errors import ConfigError
 
 CONFIG_FILE_NAME = "dpone.yaml"
@@ -126,6 +132,48 @@ class LakeConfig(_Closed):
         return self.data_path.startswith("s3://")
 
 
+class ReleaseConfig(_Closed):
+    """A configured release platform; its presence turns the synthetic embedded default off.
+
+    `authority_location` (where signed policies, grants and signatures are placed) and
+    `registry_location` are local directories or `s3://bucket/prefix/` addresses; S3 is reached
+    with `storage` (credentials by env-var name). `cache_root`, `protected_target_file` and
+    `source_location` (a checkout or a source archive) are local. Relative paths are relative to
+    the project root. The protected target file holds the pinned policy digest: only the platform
+    writes it, never whoever can write to the authority location.
+    """
+
+    authority_location: str
+    registry_location: str
+    cache_root: Path
+    protected_target_file: Path
+    source_location: Path
+    source_repository: RepositoryName
+    source_commit: GitCommit
+    storage: StorageConfig | None = None
+
+    @field_validator("authority_location", "registry_location")
+    @classmethod
+    def _directory_or_s3(cls, value: str) -> str:
+        if value.startswith("s3://"):
+            bucket, _, _ = value.removeprefix("s3://").partition("/")
+            if not bucket:
+                raise ValueError("an s3:// location needs a bucket name")
+        elif "://" in value or not value.strip():
+            raise ValueError("must be a local directory or an s3://bucket/prefix/ address")
+        return value
+
+    @property
+    def uses_s3(self) -> bool:
+        return self.authority_location.startswith("s3://") or self.registry_location.startswith("s3://")
+
+    @model_validator(mode="after")
+    def _distinct_locations(self) -> ReleaseConfig:
+        if self.authority_location.rstrip("/") == self.registry_location.rstrip("/"):
+            raise ValueError("the authority location and the registry must be different locations")
+        return self
+
+
 class DponeConfig(_Closed):
     project_root: Path
     state_dir: Path = Path(".dpone")
@@ -133,6 +181,7 @@ class DponeConfig(_Closed):
     workspace: str = DEFAULT_WORKSPACE
     lakes: tuple[LakeConfig, ...] = ()
     dbt_project_dir: Path = Path("dbt_project_synthetic")
+    release: ReleaseConfig | None = None
 
     @model_validator(mode="after")
     def _unique_lakes(self) -> DponeConfig:
@@ -141,15 +190,22 @@ class DponeConfig(_Closed):
             raise ValueError("lake names must be unique")
         return self
 
+    def project_path(self, path: str | Path) -> Path:
+        """`path` as configured: absolute as it is, relative to the project root otherwise."""
+        path = Path(path)
+        return path if path.is_absolute() else self.project_root / path
+
+    def project_location(self, location: str) -> str:
+        """A configured location: `s3://` addresses as they are, local directories via `project_path`."""
+        return location if location.startswith("s3://") else str(self.project_path(location))
+
     @property
     def state_path(self) -> Path:
-        path = self.state_dir if self.state_dir.is_absolute() else self.project_root / self.state_dir
-        return path
+        return self.project_path(self.state_dir)
 
     @property
     def dbt_project_path(self) -> Path:
-        path = self.dbt_project_dir
-        return path if path.is_absolute() else self.project_root / path
+        return self.project_path(self.dbt_project_dir)
 
     @property
     def control_store(self) -> str:
@@ -218,6 +274,7 @@ def load_config(env: Mapping[str, str] | None = None) -> DponeConfig:
         "DPONE_STATE_DIR",
         "DPONE_CONTROL_STORE_URL",
         "DPONE_WORKSPACE",
+        "DPONE_RELEASE_SOURCE_COMMIT",
     )
     lake_keys = tuple(sorted((k, v) for k, v in env.items() if k.startswith("DPONE_LAKE_")))
     return _load_config(tuple((k, env.get(k)) for k in keys), lake_keys, str(Path.cwd()))
@@ -252,6 +309,13 @@ def _load_config(
     if env.get("DPONE_WORKSPACE"):
         raw["workspace"] = env["DPONE_WORKSPACE"]
     raw["lakes"] = _apply_lake_overrides([dict(x) for x in raw.get("lakes") or []], env)
+    if env.get("DPONE_RELEASE_SOURCE_COMMIT"):
+        if not isinstance(raw.get("release"), dict):
+            raise ConfigError(
+                "DPONE_RELEASE_SOURCE_COMMIT is set, but dpone.yaml has no release: section to apply it to",
+                code="config.release_missing",
+            )
+        raw["release"] = {**raw["release"], "source_commit": env["DPONE_RELEASE_SOURCE_COMMIT"]}
     try:
         return DponeConfig.model_validate(raw)
     except ValidationError as exc:

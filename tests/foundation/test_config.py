@@ -107,3 +107,82 @@ def test_lake_repr_never_contains_secret_values(monkeypatch):
                       storage={"secret_env": "LAKE_SECRET"})
     assert "super-secret-value" not in repr(lake)
     assert "super-secret-value" not in lake.model_dump_json()
+
+
+_RELEASE = """
+release:
+  authority_location: s3://grants/dev/
+  registry_location: {registry}
+  cache_root: cache
+  protected_target_file: protected/target.json
+  source_location: checkout
+  source_repository: example.invalid/team/flows
+  source_commit: "{commit}"
+  storage: {{key_id_env: REL_KEY, secret_env: REL_SECRET}}
+"""
+_COMMIT = "0f" * 20
+
+
+def _release(tmp_path: Path, *, registry: str = "registry", commit: str = _COMMIT, **env: str):
+    _write(tmp_path, _RELEASE.format(registry=registry, commit=commit))
+    return load_config({"DPONE_PROJECT_ROOT": str(tmp_path), **env})
+
+
+def test_without_a_release_section_there_is_no_configured_platform(tmp_path):
+    assert load_config({"DPONE_PROJECT_ROOT": str(tmp_path)}).release is None
+
+
+def test_release_section_keeps_locations_and_resolves_local_paths_under_the_root(tmp_path):
+    config = _release(tmp_path)
+    release = config.release
+    assert release.source_commit == _COMMIT and release.storage.secret_env == "REL_SECRET"
+    assert config.project_location(release.authority_location) == "s3://grants/dev/"
+    assert config.project_location(release.registry_location) == str(tmp_path / "registry")
+    assert config.project_path(release.protected_target_file) == tmp_path / "protected" / "target.json"
+    assert config.project_path(Path("/abs/cache")) == Path("/abs/cache")
+
+
+def test_release_source_commit_is_overridden_from_the_environment(tmp_path):
+    config = _release(tmp_path, DPONE_RELEASE_SOURCE_COMMIT="a1" * 20)
+    assert config.release.source_commit == "a1" * 20
+
+
+def test_release_commit_override_without_a_release_section_is_refused(tmp_path):
+    with pytest.raises(ConfigError) as info:
+        load_config({"DPONE_PROJECT_ROOT": str(tmp_path), "DPONE_RELEASE_SOURCE_COMMIT": "a1" * 20})
+    assert info.value.code == "config.release_missing"
+
+
+@pytest.mark.parametrize(
+    ("registry", "commit", "problem"),
+    [
+        ("https://example.invalid/registry", _COMMIT, "release.registry_location"),
+        ("s3:///no-bucket", _COMMIT, "release.registry_location"),
+        ("s3://grants/dev", _COMMIT, "the authority location and the registry"),
+        ("registry", "main", "release.source_commit"),
+        ("registry", "0F" * 20, "release.source_commit"),
+    ],
+)
+def test_invalid_release_sections_are_refused_with_the_field_named(tmp_path, registry, commit, problem):
+    with pytest.raises(ConfigError) as info:
+        _release(tmp_path, registry=registry, commit=commit)
+    assert info.value.code == "config.invalid"
+    assert problem in info.value.message
+
+
+def test_release_section_is_closed_and_storage_secrets_are_names(tmp_path):
+    _write(tmp_path, _RELEASE.format(registry="registry", commit=_COMMIT) + "  signing_key: abc\n")
+    with pytest.raises(ConfigError) as info:
+        load_config({"DPONE_PROJECT_ROOT": str(tmp_path)})
+    assert "release.signing_key" in info.value.message
+    _write(tmp_path, _RELEASE.format(registry="registry", commit=_COMMIT).replace("REL_SECRET", "'AKIA/xyz+secret'"))
+    with pytest.raises(ConfigError) as info:
+        load_config({"DPONE_PROJECT_ROOT": str(tmp_path)})
+    assert "AKIA/xyz" not in str(info.value)
+
+
+def test_release_repr_never_contains_secret_values(tmp_path, monkeypatch):
+    monkeypatch.setenv("REL_SECRET", "release-secret-value")
+    config = _release(tmp_path)
+    assert "release-secret-value" not in repr(config)
+    assert "release-secret-value" not in config.model_dump_json()

@@ -4,9 +4,17 @@
 where the authority documents are (a directory or an `s3://bucket/prefix`), where the protected
 target configuration is (pinned policy digest, environment, tier, revocation epoch), where the
 source repository, the release registry and the local release cache live, and where the runtime
-access ledger is written. With no configuration at all every location is under the state
-directory and the authority is synthetic (`synthetic=True`), created on first use; the source is
-`dbt_project_synthetic/` under the synthetic repository name and commit.
+access ledger is written.
+
+- A `release:` section in the configuration (`ReleaseConfig`) is a configured platform
+  (`synthetic=False`): its locations as configured, relative paths under the project root. Nothing
+  synthetic is ever created or renewed; missing authority documents or a missing protected target
+  stop the run with their codes.
+- Without it, every location is under the state directory and the authority is synthetic
+  (`synthetic=True`), created on first use; the source is `dbt_project_synthetic/` under the
+  synthetic repository name and commit.
+
+The runtime access ledger and the control store are under the state directory in both cases.
 
 What a reader could get wrong: the protected target file is *not* the authority location. Grants
 and policies may be dropped into the authority location by anyone who can write there; they are
@@ -50,8 +58,23 @@ class ReleaseSettings(BaseModel):
 
 
 def release_settings(config: DponeConfig) -> ReleaseSettings:
-    """The embedded default: everything under the state directory, synthetic authority."""
+    """The configured release platform, or the synthetic embedded default when none is configured."""
     state = config.state_path / "release"
+    platform = config.release
+    if platform is not None:
+        return ReleaseSettings(
+            authority_location=config.project_location(platform.authority_location),
+            registry_location=config.project_location(platform.registry_location),
+            cache_root=config.project_path(platform.cache_root),
+            protected_target_file=config.project_path(platform.protected_target_file),
+            source_location=config.project_path(platform.source_location),
+            source_repository=platform.source_repository,
+            source_commit=platform.source_commit,
+            access_ledger=state / "runtime_access.jsonl",
+            control_store_url=config.control_store,
+            storage=platform.storage,
+            synthetic=False,
+        )
     return ReleaseSettings(
         authority_location=str(state / "authority"),
         registry_location=str(state / "registry"),
