@@ -25,16 +25,6 @@ from dpone_dagster.release.synthetic import (
 )
 
 
-@pytest.fixture
-def target():
-    return SyntheticTarget()
-
-
-@pytest.fixture
-def release(target):
-    return synthetic_release(target)
-
-
 def recompose(release, **changes):
     arguments = {"authority": release.authority, "source": release.source, "native": release.native, "ordinary": release.ordinary}
     arguments.update(changes)

@@ -10,17 +10,7 @@ from dpone_dagster.authority.target_admission import ActivationAuthorityError, A
 from dpone_dagster.release.errors import ActivationError, BudgetExceededError, DurabilityUncertainError, IntegrityError
 from dpone_dagster.release.install import ReleaseCache
 from dpone_dagster.release.local_files import LocalFiles
-from dpone_dagster.release.synthetic import SyntheticTarget, synthetic_release
-
-
-@pytest.fixture
-def target():
-    return SyntheticTarget()
-
-
-@pytest.fixture
-def release(target):
-    return synthetic_release(target)
+from dpone_dagster.release.synthetic import synthetic_release
 
 
 @pytest.fixture

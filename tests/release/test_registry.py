@@ -7,7 +7,7 @@ import pytest
 from dpone_dagster.release.errors import DurabilityUncertainError, RegistryError
 from dpone_dagster.release.object_stores import LocalDirectoryStore, S3Store, require_key
 from dpone_dagster.release.registry import RELEASES, ReleaseRegistry, blob_key, commit_key
-from dpone_dagster.release.synthetic import SyntheticTarget, synthetic_release
+from dpone_dagster.release.synthetic import synthetic_release
 
 
 @pytest.fixture(params=["local", "s3"])
@@ -17,16 +17,6 @@ def store(request, tmp_path):
     server = request.getfixturevalue("s3_server")
     bucket = request.getfixturevalue("s3_bucket")
     return S3Store(server.client(), bucket, "dpone/releases")
-
-
-@pytest.fixture
-def target():
-    return SyntheticTarget()
-
-
-@pytest.fixture
-def release(target):
-    return synthetic_release(target)
 
 
 def admitting(target, release):
