@@ -53,6 +53,7 @@ def bounded_text(pattern: str, max_length: int) -> Any:
 
 
 Digest = bounded_text(DIGEST_PATTERN, 71)
+ContentSha256 = bounded_text(r"^[0-9a-f]{64}$", 64)  # plain hex of raw bytes; never comparable with a `Digest`
 GitCommit = bounded_text(r"^[0-9a-f]{40}$", 40)
 Timestamp = Annotated[bounded_text(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$", 20), AfterValidator(_valid_timestamp)]
 Name = bounded_text(r"^[a-z0-9][a-z0-9_.-]{0,62}$", 63)

@@ -40,7 +40,7 @@ from pydantic import Field, StrictBool, StrictInt, model_validator
 
 from dpone_dagster.contracts.base import ContractModel
 from dpone_dagster.contracts.coded import CodedError
-from dpone_dagster.contracts.bounds import Count, Digest, LogicalPath, Name, Text, bounded_text, sorted_unique
+from dpone_dagster.contracts.bounds import ContentSha256, Count, Digest, LogicalPath, Name, Text, bounded_text, sorted_unique
 from dpone_dagster.contracts.identity import digest
 
 FLOW_MANIFEST_SCHEMA = "dpone.flow-manifest.v1"
@@ -66,7 +66,6 @@ FlowSelector = bounded_text(r"^flow:[a-z][a-z0-9_]{0,62}$", 68)
 DagSelector = bounded_text(r"^[a-z][a-z0-9_]{0,15}:[A-Za-z0-9_.:+*/-]{1,200}$", 217)
 Schedule = bounded_text(r"^(manual|[0-9*/,-]+( [0-9*/,-]+){4})$", 100)
 RelationName = bounded_text(r"^[a-z_][a-z0-9_]{0,62}\.[a-z_][a-z0-9_]{0,62}$", 127)
-ContentSha256 = bounded_text(r"^[0-9a-f]{64}$", 64)
 TaskId = bounded_text(r"^(runtime|pre_hook\.[a-z0-9][a-z0-9_.-]{0,62})$", 72)
 CommandArg = bounded_text(r"^[A-Za-z0-9_.:/=@+-]{1,400}$", 400)
 CpuQuantity = bounded_text(r"^([1-9][0-9]{0,5}m|[0-9]{1,4}(\.[0-9]{1,3})?)$", 10)

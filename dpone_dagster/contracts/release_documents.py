@@ -37,6 +37,7 @@ from dpone_dagster.contracts.base import ContractModel
 from dpone_dagster.contracts.bounds import (
     MAX_LIST,
     MAX_WORKLOADS,
+    ContentSha256,
     Count,
     Digest,
     GitCommit,
@@ -48,7 +49,7 @@ from dpone_dagster.contracts.bounds import (
     bounded_text,
     sorted_unique,
 )
-from dpone_dagster.contracts.flows import ContentSha256, FlowSelector, PackId
+from dpone_dagster.contracts.flows import FlowSelector, PackId
 from dpone_dagster.contracts.grant import ExecutionSubject
 from dpone_dagster.contracts.identity import digest
 

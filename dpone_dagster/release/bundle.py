@@ -23,12 +23,10 @@ import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Annotated, Any
-
-from pydantic import StringConstraints
+from typing import Any
 
 from dpone_dagster.contracts.base import ContractModel, parse_document
-from dpone_dagster.contracts.bounds import Count, LogicalPath
+from dpone_dagster.contracts.bounds import ContentSha256, Count, LogicalPath
 from dpone_dagster.contracts.canonical import CanonicalError, loads_canonical
 from dpone_dagster.contracts.coded import CodedError
 from dpone_dagster.contracts.dispatch import DispatchError, read_development_document
@@ -43,14 +41,12 @@ PARENT_PATH = "release.json"
 ORDINARY_CONSTITUENT_KIND = "dpone.ordinary-constituent.v1"
 SELECTION_KIND = "dpone.dbt-selection.v1"
 
-Sha256Hex = Annotated[str, StringConstraints(strict=True, pattern=r"^[0-9a-f]{64}$", max_length=64)]
-
 
 class MemberDigest(ContractModel):
     """One member of a stored release: path, plain SHA-256 of its bytes, size."""
 
     path: LogicalPath
-    content_sha256: Sha256Hex
+    content_sha256: ContentSha256
     size: Count
 
 

@@ -14,8 +14,8 @@ from typing import Literal
 from pydantic import Field
 
 from dpone_dagster.contracts.base import ContractModel
-from dpone_dagster.contracts.bounds import Count, Digest, Identifier, Name, PositiveCount, Timestamp, sorted_unique
-from dpone_dagster.release.bundle import MemberDigest, Sha256Hex
+from dpone_dagster.contracts.bounds import ContentSha256, Count, Digest, Identifier, Name, PositiveCount, Timestamp, sorted_unique
+from dpone_dagster.release.bundle import MemberDigest
 
 MAX_MEMBERS = 50_000
 ActivationAction = Literal["activate", "rollback"]
@@ -73,7 +73,7 @@ class AuditEntry(ContractModel):
 
     schema_: Literal["dpone.activation-audit-entry.v1"] = Field(default="dpone.activation-audit-entry.v1", alias="schema")
     sequence: PositiveCount
-    previous_entry_sha256: Sha256Hex
+    previous_entry_sha256: ContentSha256
     action: ActivationAction
     authorized_by: AuthorizedBy
     release_id: Digest
