@@ -25,6 +25,7 @@ from dpone_dagster.lake import duck
 from dpone_dagster.lake.naming import fork_metadata_schema, lake_alias
 from dpone_dagster.lake.resolve import ResolvedLake, TableName, resolve
 from dpone_dagster.lake.sql import quote_ident
+from dpone_dagster.lake.table_states import LakeTableStates, lake_table_states
 from dpone_dagster.lake.tracking import fork_state, record_materialization
 
 
@@ -45,6 +46,10 @@ class DuckLakeResource(ConfigurableResource):
 
     def resolve(self, lake: str = "main", targets: Sequence[str] = ()) -> ResolvedLake:
         return resolve(self.workspace_id, lake, config=self._config(), targets=targets)
+
+    def table_states(self, lake: str = "main") -> LakeTableStates:
+        """Every table's `fork_state` and snapshot id in this workspace's lake (control store only)."""
+        return lake_table_states(self.workspace_id, lake, self._config())
 
     @contextmanager
     def connect(self, lake: str = "main", targets: Sequence[str] = ()) -> Iterator:

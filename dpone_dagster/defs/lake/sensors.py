@@ -1,0 +1,88 @@
+"""`fork_state_sensor`: in a fork, report the fork state of every DuckLake asset after an ancestor materializes.
+
+Each tick reads, per lake, the fork's states and its ancestors' tracking rows in one batched pass.
+When the ancestors' rows differ from what the cursor saw (a table materialized, re-materialized or
+failed anywhere up the chain, or an ancestor forgotten), the tick emits one `AssetObservation` per
+DuckLake asset (workspace, namespace, fork_state, owner, snapshot id), so a table that just became
+deferred shows it. Otherwise it skips with a reason a user can read: "not a fork", or "no ancestor
+materialized since …". The cursor is a fingerprint of those rows plus the newest update time.
+
+What a reader could get wrong: the sensor never launches a run and never opens a catalog. A fork's
+*own* materializations do not trigger it (their materialization metadata already says
+`fork_materialized`). It runs by default only when the code location loads for a workspace other
+than `prod`; in `prod` it is defined but stopped, and would only skip.
+"""
+
+from __future__ import annotations
+
+import json
+
+from dagster import DefaultSensorStatus, SensorDefinition, SensorEvaluationContext, SensorResult, SkipReason, sensor
+
+from dpone_dagster.config import load_config
+from dpone_dagster.defs.lake.observations import AssetKeys, ducklake_asset_keys, fork_state_observations
+from dpone_dagster.defs.lake.resources import DuckLakeResource
+from dpone_dagster.workspaces.ids import ROOT_WORKSPACE
+
+MINIMUM_INTERVAL_SECONDS = 60
+
+
+def sensor_cursor(fingerprint: str, latest: str | None) -> str:
+    return json.dumps({"ancestors": fingerprint, "latest": latest}, sort_keys=True)
+
+
+def _read_cursor(cursor: str | None) -> dict:
+    try:
+        loaded = json.loads(cursor) if cursor else {}
+    except json.JSONDecodeError:
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def evaluate_fork_state(context: SensorEvaluationContext, ducklake: DuckLakeResource, asset_keys: AssetKeys):
+    report = fork_state_observations(ducklake, list(asset_keys()))
+    workspace = ducklake.workspace_id
+    forks = report.fork_lakes
+    if not forks:
+        return SkipReason(
+            f"workspace {workspace!r} is not a fork of any DuckLake asset's lake: every table is its own, "
+            "nothing is deferred"
+        )
+    fingerprint = "|".join(lake.ancestor_fingerprint for lake in forks)
+    latest = max((t for t in (lake.latest_ancestor_update for lake in forks) if t), default=None)
+    cursor = sensor_cursor(fingerprint, latest)
+    seen = _read_cursor(context.cursor)
+    if seen.get("ancestors") == fingerprint:
+        since = seen.get("latest")
+        return SensorResult(
+            skip_reason=(
+                f"no ancestor materialized since {since} (workspace {workspace!r})"
+                if since
+                else f"no ancestor of workspace {workspace!r} has materialized a tracked table yet"
+            ),
+            cursor=cursor,
+        )
+    context.log.info(
+        f"workspace {workspace}: ancestors changed; "
+        + ", ".join(f"{n} {state}" for state, n in report.counts().items())
+    )
+    return SensorResult(asset_events=report.observations, cursor=cursor)
+
+
+def build_fork_state_sensor(
+    asset_keys: AssetKeys = ducklake_asset_keys, *, workspace: str | None = None
+) -> SensorDefinition:
+    """`workspace` (default: the configured one) only decides whether the sensor runs by default."""
+    workspace = workspace or load_config().workspace
+
+    @sensor(
+        name="fork_state_sensor",
+        minimum_interval_seconds=MINIMUM_INTERVAL_SECONDS,
+        default_status=DefaultSensorStatus.STOPPED if workspace == ROOT_WORKSPACE else DefaultSensorStatus.RUNNING,
+        description="In a fork: after an ancestor materializes, observe which DuckLake assets are deferred "
+        "and which are materialized in the fork.",
+    )
+    def fork_state_sensor(context: SensorEvaluationContext, ducklake: DuckLakeResource):
+        return evaluate_fork_state(context, ducklake, asset_keys)
+
+    return fork_state_sensor
