@@ -13,16 +13,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from dpone_dagster.authority.ports import AcceptedSequence
+from dpone_dagster.control.authority_tables import accepted_grant_sequences
 from dpone_dagster.control.store import METADATA
-
-accepted_grant_sequences = sa.Table(
-    "accepted_grant_sequences",
-    METADATA,
-    sa.Column("policy_digest", sa.String(71), primary_key=True),
-    sa.Column("environment", sa.String(63), primary_key=True),
-    sa.Column("sequence", sa.BigInteger, nullable=False),
-    sa.Column("grant_digest", sa.String(71), nullable=False),
-)
 
 
 class SqlAcceptedSequenceStore:

@@ -76,3 +76,12 @@ def test_sql_store_on_postgresql(postgres_server, pg_database) -> None:
         assert SqlAcceptedSequenceStore(engine).highest(POLICY, "env-a") == _grant(4)
     finally:
         engine.dispose()
+
+
+def test_the_control_store_creates_the_sequence_table_with_the_other_domains(tmp_path) -> None:
+    from dpone_dagster.control.store import open_store, reset_store_cache
+
+    reset_store_cache()
+    tables = set(sa.inspect(open_store(f"sqlite:///{tmp_path / 'store.sqlite'}")).get_table_names())
+    assert {"accepted_grant_sequences", "release_states", "workspace"} <= tables
+    reset_store_cache()
