@@ -11,6 +11,7 @@ from dpone_dagster.authority.memory import InMemoryAcceptedSequenceStore
 from dpone_dagster.authority.ports import AcceptedSequence
 from dpone_dagster.authority.sql_sequences import SqlAcceptedSequenceStore
 from dpone_dagster.contracts.identity import digest
+from dpone_dagster.control.store import open_store, reset_store_cache
 
 POLICY = digest("dpone.development-policy.v1", {"p": 1})
 
@@ -79,8 +80,6 @@ def test_sql_store_on_postgresql(postgres_server, pg_database) -> None:
 
 
 def test_the_control_store_creates_the_sequence_table_with_the_other_domains(tmp_path) -> None:
-    from dpone_dagster.control.store import open_store, reset_store_cache
-
     reset_store_cache()
     tables = set(sa.inspect(open_store(f"sqlite:///{tmp_path / 'store.sqlite'}")).get_table_names())
     assert {"accepted_grant_sequences", "release_states", "workspace"} <= tables
