@@ -10,8 +10,6 @@ sorts by code point and formats floats differently); it is only the speed refere
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable
 
 from dpone_dagster.authority.synthetic import SyntheticAuthority, synthetic_source
 from dpone_dagster.authority.synthetic_documents import synthetic_documents
@@ -19,20 +17,7 @@ from dpone_dagster.authority.verification import verify_grant
 from dpone_dagster.contracts.canonical import dumps, loads_canonical
 from dpone_dagster.contracts.grant import signing_payload
 
-
-def _best_of(action: Callable[[], object], iterations: int, repeats: int = 5) -> float:
-    """Best mean seconds per call over `repeats` batches of `iterations` calls."""
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(iterations):
-            action()
-        best = min(best, (time.perf_counter() - start) / iterations)
-    return best
-
-
-def _row(name: str, baseline_s: float, measured_s: float, goal: str) -> dict[str, object]:
-    return {"name": name, "baseline_s": baseline_s, "measured_s": measured_s, "ratio": measured_s / baseline_s, "goal": goal}
+from bench.timing import best_seconds, ratio_row
 
 
 def _verification_rows() -> list[dict[str, object]]:
@@ -51,10 +36,10 @@ def _verification_rows() -> list[dict[str, object]]:
         verify_grant(grant_bytes, signatures, pinned_policy_digest=authority.policy_digest, source=source, ports=authority.ports)
 
     return [
-        _row(
+        ratio_row(
             "verify_grant per grant (2-of-3 Ed25519) vs the 2 raw signature checks",
-            _best_of(raw_signatures, 200),
-            _best_of(full_verification, 200),
+            best_seconds(raw_signatures, iterations=200),
+            best_seconds(full_verification, iterations=200),
             "ratio <= 10 (parsing and policy checks cost less than 9 extra signature checks)",
         )
     ]
@@ -82,16 +67,16 @@ def _canonical_rows() -> list[dict[str, object]]:
             loads_canonical(data)
 
     return [
-        _row(
+        ratio_row(
             f"canonical dumps of {len(values)} documents ({total_bytes} bytes) vs json.dumps(sort_keys=True)",
-            _best_of(baseline_dump, 50),
-            _best_of(canonical_dump, 50),
+            best_seconds(baseline_dump, iterations=50),
+            best_seconds(canonical_dump, iterations=50),
             "ratio <= 25 (pure-Python RFC 8785 vs the C encoder)",
         ),
-        _row(
+        ratio_row(
             f"strict loads_canonical of {len(values)} documents vs json.loads",
-            _best_of(baseline_load, 50),
-            _best_of(canonical_load, 50),
+            best_seconds(baseline_load, iterations=50),
+            best_seconds(canonical_load, iterations=50),
             "ratio <= 40 (strict parse plus a canonical re-encode)",
         ),
     ]

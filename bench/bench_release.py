@@ -18,8 +18,6 @@ from __future__ import annotations
 import hashlib
 import shutil
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 from dpone_dagster.authority.synthetic import SyntheticAuthority, synthetic_limits
@@ -29,23 +27,12 @@ from dpone_dagster.release.object_stores import LocalDirectoryStore
 from dpone_dagster.release.registry import ReleaseRegistry
 from dpone_dagster.release.synthetic import SyntheticTarget, synthetic_release
 
+from bench.timing import best_seconds, ratio_row
+
 SOURCE_FILES = 32
 SOURCE_FILE_BYTES = 1024 * 1024
 BASE_MODELS = 10
 BASE_WORKLOADS = 10
-
-
-def _best(action: Callable[[], object], repeats: int) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        action()
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
-def _row(name: str, baseline_s: float, measured_s: float, goal: str) -> dict[str, object]:
-    return {"name": name, "baseline_s": baseline_s, "measured_s": measured_s, "ratio": measured_s / baseline_s, "goal": goal}
 
 
 def _target() -> SyntheticTarget:
@@ -68,10 +55,10 @@ def _verification_row() -> dict[str, object]:
     def verify() -> None:
         open_bundle(members, expected_release_id=release.bundle.release_id)
 
-    return _row(
+    return ratio_row(
         f"open_bundle over {len(members)} members ({total / 2**20:.1f} MiB) vs raw SHA-256 of the same bytes",
-        _best(raw_hash, 5),
-        _best(verify, 5),
+        best_seconds(raw_hash, 5),
+        best_seconds(verify, 5),
         "ratio <= 2 (verification throughput >= 50% of raw SHA-256)",
     )
 
@@ -96,12 +83,12 @@ def _delivery_seconds(scale: int) -> float:
         finally:
             shutil.rmtree(root, ignore_errors=True)
 
-    return _best(deliver, 3)
+    return best_seconds(deliver, 3)
 
 
 def _scale_row() -> dict[str, object]:
     base = BASE_MODELS + BASE_WORKLOADS
-    return _row(
+    return ratio_row(
         f"compose + publish + materialize at {10 * base} workloads vs {base}",
         _delivery_seconds(1),
         _delivery_seconds(10),

@@ -1,0 +1,37 @@
+"""The timing helper and the row shape every benchmark module shares.
+
+`best_seconds` reports the best of several repeats, because the fastest run is the one least
+disturbed by the machine; `ratio_row` builds the `{name, baseline_s, measured_s, ratio, goal, note}`
+row `python -m bench` prints. The one thing a reader could get wrong: with `iterations > 1` the
+result is seconds *per call* (the batch time divided by `iterations`), not per batch.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+
+def best_seconds(action: Callable[[], object], repeats: int = 5, iterations: int = 1) -> float:
+    """Best mean seconds per call of `action` over `repeats` batches of `iterations` calls."""
+    if repeats < 1 or iterations < 1:
+        raise ValueError("repeats and iterations must be at least 1")
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(iterations):
+            action()
+        best = min(best, (time.perf_counter() - start) / iterations)
+    return best
+
+
+def ratio_row(name: str, baseline_s: float, measured_s: float, goal: str, note: str = "") -> dict[str, object]:
+    """One benchmark row; the ratio is measured over baseline (infinite when the baseline is 0)."""
+    return {
+        "name": name,
+        "baseline_s": baseline_s,
+        "measured_s": measured_s,
+        "ratio": measured_s / baseline_s if baseline_s else float("inf"),
+        "goal": goal,
+        "note": note,
+    }
