@@ -3,11 +3,14 @@
 `prepare` parses the dbt project into its manifest once (skipped when the manifest matches the
 sources). `demo` prepares, materializes every dbt asset of dbt_project_synthetic into the configured
 workspace's `main` lake (the embedded DuckLake under `.dpone/` unless `dpone.yaml` says otherwise)
-through the same Dagster definitions `make dev` serves, then prints where the lake lives and how
-many rows each of its tables holds.
+through the same Dagster definitions `make dev` serves, prints where the lake lives and how many
+rows each of its tables holds, then runs the release group end to end (`release_job`) and prints
+the installed release identity, what publication wrote, and the runtime admission result: every
+task denied, zero credential resolutions.
 
 What a reader could get wrong: the demo runs in the Dagster instance under `DAGSTER_HOME` when it
-is set (the Makefile sets it), so its runs show up in `make dev`; without it the run is ephemeral.
+is set (the Makefile sets it), so its runs show up in `make dev`; without it the runs are
+ephemeral. A second demo is an identical retry: same release identity, zero bytes written.
 """
 
 from __future__ import annotations
@@ -15,11 +18,15 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from dpone_dagster.config import DEFAULT_LAKE, load_config
 from dpone_dagster.errors import DponeError
+
+if TYPE_CHECKING:
+    from dpone_dagster.defs.release.run import ReleaseRunSummary
 
 
 @dataclass(frozen=True)
@@ -82,14 +89,20 @@ def lake_location_lines(lake: str = DEFAULT_LAKE) -> list[str]:
     return lines
 
 
-def materialize_dbt_assets() -> int:
+def demo_instance():
+    """The Dagster instance under `DAGSTER_HOME` (shared with `make dev`), else an ephemeral one."""
+    from dagster import DagsterInstance
+
+    return DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else DagsterInstance.ephemeral()
+
+
+def materialize_dbt_assets(instance) -> int:
     """Materialize every dbt asset through the code location's definitions; returns asset count."""
-    from dagster import DagsterInstance, materialize
+    from dagster import materialize
 
     from dpone_dagster.definitions import defs
     from dpone_dagster.defs.dbt.assets import synthetic_dbt_assets
 
-    instance = DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else DagsterInstance.ephemeral()
     result = materialize(
         [synthetic_dbt_assets],
         resources=dict(defs.resources or {}),
@@ -108,6 +121,50 @@ def materialize_dbt_assets() -> int:
     return len(result.get_asset_materialization_events())
 
 
+@dataclass(frozen=True)
+class ReleaseOutcome:
+    """What the demo's release run did, as its materializations report it."""
+
+    summary: ReleaseRunSummary
+    already_published: bool
+    bytes_written: int
+    objects_written: int
+    activated: bool
+
+    def lines(self) -> list[str]:
+        if self.already_published:
+            published = f"  registry: already published, {self.bytes_written} bytes written (identical retry)"
+        else:
+            published = f"  registry: published {self.bytes_written} bytes in {self.objects_written} objects"
+        installed = "  cache: activated" if self.activated else "  cache: already the active deployment"
+        first, *rest = self.summary.lines()
+        header = f"release_job (run {self.summary.run_id[:8]}): policy, grant, compile, capture, compose, publish, install"
+        return [header, first, published, installed, *rest]
+
+
+def run_release(instance) -> ReleaseOutcome:
+    """Run the release group end to end (`release_job`) and read what its stages reported."""
+    from dagster import DagsterEventType
+
+    from dpone_dagster.defs.release.run import run_release_job
+
+    summary = run_release_job(instance)
+    reported = {
+        entry.dagster_event.asset_key.to_user_string(): {
+            key: value.value for key, value in entry.asset_materialization.metadata.items()
+        }
+        for entry in instance.all_logs(summary.run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION)
+    }
+    published, installed = reported["published_release"], reported["installed_release"]
+    return ReleaseOutcome(
+        summary=summary,
+        already_published=bool(published["already_published"]),
+        bytes_written=int(published["bytes_written"]),
+        objects_written=int(published["objects_written"]),
+        activated=bool(installed["activated"]),
+    )
+
+
 def prepare(force: bool = typer.Option(False, help="Parse even if the manifest is current.")) -> None:
     """Prepare the dbt manifest of dbt_project_synthetic (skipped when it is current)."""
     from dpone_dagster.defs.dbt.project import prepare_manifest
@@ -116,12 +173,13 @@ def prepare(force: bool = typer.Option(False, help="Parse even if the manifest i
 
 
 def demo() -> None:
-    """Materialize every dbt asset into the main lake and print each table's row count."""
+    """Build every dbt model into the main lake, then deliver a dormant development release."""
     from dpone_dagster.defs.dbt.project import prepare_manifest
 
     def run() -> None:
         prepare_manifest()
-        count = materialize_dbt_assets()
+        instance = demo_instance()
+        count = materialize_dbt_assets(instance)
         typer.echo(f"materialized {count} dbt assets")
         for line in lake_location_lines():
             typer.echo(line)
@@ -130,6 +188,8 @@ def demo() -> None:
         for t in tables:
             suffix = "" if t.kind == "table" else f"  ({t.kind})"
             typer.echo(f"  {t.schema + '.' + t.table:<{width}}  {t.rows:>8} rows{suffix}")
+        for line in run_release(instance).lines():
+            typer.echo(line)
 
     _run(run)
 

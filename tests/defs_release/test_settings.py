@@ -190,3 +190,11 @@ def test_an_unset_s3_credential_stops_the_run_naming_the_variable_not_a_value(mo
     assert "config.secret_missing" in failure and "DPONE_TEST_S3_SECRET" in failure
     assert s3_server.key_id not in failure and s3_server.secret not in failure
     assert s3_server.keys(s3_bucket, "platform/registry/") == []
+
+
+def test_synthetic_signing_never_targets_an_s3_authority_location(_isolated_state):
+    embedded = release_settings(load_config()).model_dump()
+    with pytest.raises(ValueError, match="never into S3"):
+        ReleaseSettings.model_validate({**embedded, "authority_location": "s3://bucket/authority/"})
+    configured = ReleaseSettings.model_validate({**embedded, "authority_location": "s3://bucket/a/", "synthetic": False})
+    assert configured.authority_is_s3

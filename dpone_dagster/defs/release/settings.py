@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from dpone_dagster.authority.synthetic import SYNTHETIC_COMMIT, SYNTHETIC_REPOSITORY
 from dpone_dagster.config import DponeConfig, StorageConfig
@@ -47,6 +47,12 @@ class ReleaseSettings(BaseModel):
     control_store_url: str
     storage: StorageConfig | None = None
     synthetic: bool = True
+
+    @model_validator(mode="after")
+    def _synthetic_is_local(self) -> ReleaseSettings:
+        if self.synthetic and self.authority_is_s3:
+            raise ValueError("the synthetic embedded default signs into a local directory, never into S3")
+        return self
 
     @property
     def registry_is_s3(self) -> bool:
