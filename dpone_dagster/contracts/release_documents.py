@@ -4,7 +4,7 @@ Development family (delivery only, never execution):
 
 - `DbtDevelopmentReleaseSet` (`dpone.dbt-release-set.development.v1`, artifact wire
   `dpone.dbt-airflow-self-service.v2`): one native dbt workspace. Fill it from a compiled manifest:
-  per project `project_name`, `selection_fingerprint` (digest of the exact selection), and per
+  per project `project_name`, `selection_fingerprint` (digest of the exact selection in the domain `SELECTION_KIND`), and per
   selected node its manifest `unique_id` and `checksum` (`{"name": "sha256", "checksum": <hex>}` as
   dbt writes it); plus `source_snapshot_digest` of the exact source tree and the grant's
   `policy_digest` / `grant_digest`. `route_certifications` must be empty.
@@ -12,8 +12,8 @@ Development family (delivery only, never execution):
   the parent. `native_constituents` carry the digest of each development dbt release set;
   `ordinary_constituents` carry per rebuilt flow pack its `pack_id`, `selector`, `dag_id`,
   `fingerprint` (the pack fingerprint), `dag_content_sha256` (plain SHA-256 of the original DAG
-  bytes), `hook_ids` (dependency order) and a `constituent_id` (the digest of the captured
-  workload); `source_sidecars` list every exact source file (constituent, path, content SHA-256,
+  bytes), `hook_ids` (dependency order) and a `constituent_id` (`ordinary_constituent_id`: the
+  captured workload's digest in the domain `ORDINARY_CONSTITUENT_KIND`); `source_sidecars` list every exact source file (constituent, path, content SHA-256,
   size). `integrity_subject` must equal `integrity_subject_for(...)` over constituents and sidecars.
 
 Both carry `authority_family="development"`, `purpose`, `trust_tier="non_production"` and
@@ -49,7 +49,7 @@ from dpone_dagster.contracts.bounds import (
     bounded_text,
     sorted_unique,
 )
-from dpone_dagster.contracts.flows import FlowSelector, PackId
+from dpone_dagster.contracts.flows import CapturedWorkload, FlowSelector, PackId
 from dpone_dagster.contracts.grant import ExecutionSubject
 from dpone_dagster.contracts.identity import digest
 
@@ -62,6 +62,8 @@ DEVELOPMENT_PROFILE = "development_workspace_delivery_v1"
 SYNTHETIC_PROFILE = "synthetic_composition_validation"
 PRODUCTION_PROFILES = ("production_workspace_composition_v1", "production_plain_transfer_composition_v1")
 INTEGRITY_SUBJECT_KIND = "dpone.release-integrity-subject.v1"
+ORDINARY_CONSTITUENT_KIND = "dpone.ordinary-constituent.v1"
+SELECTION_KIND = "dpone.dbt-selection.v1"
 
 DbtProjectName = bounded_text(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$", 128)
 DbtChecksumText = bounded_text(r"^[^\x00-\x1f]*$", 400)
@@ -186,6 +188,11 @@ class SourceSidecar(ContractModel):
 
     def sort_key(self) -> tuple[str, str]:
         return (self.constituent_id, self.path)
+
+
+def ordinary_constituent_id(workload: CapturedWorkload) -> str:
+    """The constituent id of a captured ordinary workload (persisted in parents: must never change)."""
+    return digest(ORDINARY_CONSTITUENT_KIND, workload)
 
 
 def integrity_subject_for(

@@ -26,28 +26,23 @@ from types import MappingProxyType
 from typing import Any
 
 from dpone_dagster.contracts.base import ContractModel, parse_document
-from dpone_dagster.contracts.bounds import ContentSha256, Count, LogicalPath
 from dpone_dagster.contracts.canonical import CanonicalError, loads_canonical
 from dpone_dagster.contracts.coded import CodedError
 from dpone_dagster.contracts.dispatch import DispatchError, read_development_document
 from dpone_dagster.contracts.flows import CapturedWorkload
 from dpone_dagster.contracts.receipts import DevelopmentAuthorityReceipt
 from dpone_dagster.contracts.identity import digest
-from dpone_dagster.contracts.release_documents import DbtDevelopmentReleaseSet, DevelopmentReleaseSetV3
+from dpone_dagster.contracts.release_documents import (
+    ORDINARY_CONSTITUENT_KIND,
+    SELECTION_KIND,
+    DbtDevelopmentReleaseSet,
+    DevelopmentReleaseSetV3,
+)
+from dpone_dagster.contracts.release_records import MemberDigest
 from dpone_dagster.contracts.target import DeploymentProjection
 from dpone_dagster.release.errors import IntegrityError
 
 PARENT_PATH = "release.json"
-ORDINARY_CONSTITUENT_KIND = "dpone.ordinary-constituent.v1"
-SELECTION_KIND = "dpone.dbt-selection.v1"
-
-
-class MemberDigest(ContractModel):
-    """One member of a stored release: path, plain SHA-256 of its bytes, size."""
-
-    path: LogicalPath
-    content_sha256: ContentSha256
-    size: Count
 
 
 def content_sha256(data: bytes) -> str:
@@ -57,10 +52,6 @@ def content_sha256(data: bytes) -> str:
 def release_id_of(parent: DevelopmentReleaseSetV3) -> str:
     """The release identity: the parent's digest in its profile-refined domain (`identity_kind()`)."""
     return parent.document_digest()
-
-
-def ordinary_constituent_id(workload: CapturedWorkload) -> str:
-    return digest(ORDINARY_CONSTITUENT_KIND, workload)
 
 
 def native_path(constituent_id: str) -> str:

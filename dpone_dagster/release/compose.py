@@ -38,6 +38,7 @@ from dpone_dagster.contracts.release_documents import (
     OrdinaryConstituent,
     SourceSidecar,
     integrity_subject_for,
+    ordinary_constituent_id,
 )
 from dpone_dagster.release.budget import require_within_budget
 from dpone_dagster.release.bundle import (
@@ -46,7 +47,6 @@ from dpone_dagster.release.bundle import (
     content_sha256,
     native_path,
     open_bundle,
-    ordinary_constituent_id,
     ordinary_path,
     selection_path,
     sidecar_path,

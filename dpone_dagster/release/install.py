@@ -43,7 +43,7 @@ from dpone_dagster.release.budget import require_within_budget
 from dpone_dagster.release.compose import require_authority
 from dpone_dagster.release.bundle import ReleaseBundle, deployment_id_of, deployment_projection, open_bundle
 from dpone_dagster.release.errors import ActivationError, DurabilityUncertainError, IntegrityError, RegistryError
-from dpone_dagster.release.install_records import (
+from dpone_dagster.contracts.release_records import (
     ActivationAction,
     ActivationIntent,
     AuditEntry,

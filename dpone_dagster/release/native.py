@@ -35,7 +35,7 @@ import yaml
 
 from dpone_dagster.contracts.canonical import dumps
 from dpone_dagster.contracts.identity import digest
-from dpone_dagster.release.bundle import SELECTION_KIND
+from dpone_dagster.contracts.release_documents import SELECTION_KIND
 from dpone_dagster.release.source import SourceSnapshot
 from dpone_dagster.release.errors import (
     LogicalWriteCollisionError,

@@ -23,35 +23,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
-
-from pydantic import Field
-
-from dpone_dagster.contracts.base import ContractModel, parse_document
-from dpone_dagster.contracts.bounds import Digest, sorted_unique
+from dpone_dagster.contracts.base import parse_document
 from dpone_dagster.contracts.canonical import CanonicalError
 from dpone_dagster.contracts.coded import CodedError
 from dpone_dagster.contracts.receipts import DevelopmentAuthorityReceipt, PublicationReceipt
+from dpone_dagster.contracts.release_records import MemberDigest, ReleaseCommit
 from dpone_dagster.release.budget import require_within_budget
-from dpone_dagster.release.bundle import MemberDigest, ReleaseBundle, content_sha256, deployment_projection, open_bundle
+from dpone_dagster.release.bundle import ReleaseBundle, content_sha256, deployment_projection, open_bundle
 from dpone_dagster.release.compose import require_authority
 from dpone_dagster.release.errors import DurabilityUncertainError, RegistryError
 from dpone_dagster.release.ports import ObjectStore, TargetAdmission
 
-COMMIT_SCHEMA = "dpone.release-commit.v1"
-MAX_MEMBERS = 50_000
 BLOBS = "blobs/sha256/"
 RELEASES = "releases/"
-
-
-class ReleaseCommit(ContractModel):
-    """The object that makes a release visible: its identity and every member it consists of."""
-
-    KIND = COMMIT_SCHEMA
-
-    schema_: Literal["dpone.release-commit.v1"] = Field(default=COMMIT_SCHEMA, alias="schema")
-    release_id: Digest
-    members: sorted_unique(MemberDigest, min_length=1, max_length=MAX_MEMBERS, key=lambda member: member.path)
 
 
 def commit_key(release_id: str) -> str:

@@ -25,6 +25,7 @@ from dpone_dagster.authority.target_admission import ReceiptIssuer
 from dpone_dagster.authority.verification import ReconstructedSource, verify_grant
 from dpone_dagster.contracts.canonical import dumps
 from dpone_dagster.contracts.flows import (
+    PACK_FINGERPRINT_KIND,
     CapturedFile,
     CapturedHook,
     CapturedWorkload,
@@ -45,8 +46,9 @@ from dpone_dagster.contracts.receipts import (
     MaterializationReceipt,
     PublicationReceipt,
 )
+from dpone_dagster.contracts.release_documents import SELECTION_KIND
 from dpone_dagster.contracts.target import DeploymentProjection, TargetConfiguration
-from dpone_dagster.release.bundle import SELECTION_KIND, ReleaseBundle, deployment_projection
+from dpone_dagster.release.bundle import ReleaseBundle, deployment_projection
 from dpone_dagster.release.native import NativeCompilation, NativeNode, NativeProject, SourceFile, compile_profile_digest
 from dpone_dagster.release.source import SourceFile as SnapshotFile
 from dpone_dagster.release.source import SourceSnapshot
@@ -127,7 +129,7 @@ def synthetic_workload(
         selector=selector or f"flow:{pack_id}",
         dag_id=pack_id,
         schedule="manual",
-        fingerprint=digest("dpone.flow-pack-fingerprint.v1", {"synthetic": pack_id, "files": sorted(map(_sha, own.values()))}),
+        fingerprint=digest(PACK_FINGERPRINT_KIND, {"synthetic": pack_id, "files": sorted(map(_sha, own.values()))}),
         dag=_captured(f"{root}/dag.yaml", files[f"{root}/dag.yaml"]),
         manifest=_captured(f"{root}/flow.yaml", files[f"{root}/flow.yaml"]),
         pack=_captured(f"{root}/pack.json", files[f"{root}/pack.json"]),

@@ -11,8 +11,8 @@ from __future__ import annotations
 import hashlib
 
 from dpone_dagster.contracts.base import parse_document
+from dpone_dagster.contracts.release_records import ActivationIntent, AuditEntry, CurrentPointer, DeploymentRecord
 from dpone_dagster.release.install import ReleaseCache
-from dpone_dagster.release.install_records import ActivationIntent, AuditEntry, CurrentPointer, DeploymentRecord
 from dpone_dagster.release.registry import commit_for
 from dpone_dagster.release.synthetic import SyntheticTarget, synthetic_release
 
