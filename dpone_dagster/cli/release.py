@@ -3,6 +3,9 @@
 PATH is one of:
 - an installed deployment directory (`<cache>/deployments/<hex>`, holding `deployment.json`);
 - a commit object of a local registry (`<registry>/releases/<hex>.json`);
+- a commit object of an S3 registry (`s3://bucket/prefix/releases/<hex>.json`), read with the
+  configured release platform's `storage` (credentials by env-var name), or with boto3's default
+  credential chain when no release platform is configured;
 - a directory of release members with `release.json` at its top (an exported bundle).
 
 Both commands re-verify every byte (`open_bundle`) and write nothing. There is deliberately no
@@ -14,14 +17,17 @@ records) is ever treated as authority.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 import typer
 
+from dpone_dagster.config import load_config
 from dpone_dagster.contracts.bounds import parse_timestamp
-from dpone_dagster.contracts.coded import CodedError
+from dpone_dagster.defs.release.platform import object_store
+from dpone_dagster.errors import DponeError
 from dpone_dagster.release.bundle import PARENT_PATH, ReleaseBundle, open_bundle
 from dpone_dagster.release.install import read_deployment
 from dpone_dagster.release.install_records import DeploymentRecord
@@ -38,9 +44,14 @@ class Inspected:
     record: DeploymentRecord | None
 
 
-def inspect_path(path: Path) -> Inspected:
-    """Open PATH as an installed deployment, a registry commit or a member directory, fully verified."""
-    path = Path(path)
+_S3_COMMIT = re.compile(r"^(s3://[^/]+/(?:.*/)?)" + re.escape(RELEASES) + r"([0-9a-f]{64})\.json$")
+
+
+def inspect_path(location: str | Path) -> Inspected:
+    """Open a location as an installed deployment, a registry commit or a member directory, fully verified."""
+    if str(location).startswith("s3://"):
+        return _inspect_s3_commit(str(location))
+    path = Path(location)
     if path.is_dir() and (path / "deployment.json").is_file():
         installed = read_deployment(path, "sha256:" + path.name)
         return Inspected("installed", installed.bundle, installed.record)
@@ -51,6 +62,17 @@ def inspect_path(path: Path) -> Inspected:
         members = {item.relative_to(path).as_posix(): item.read_bytes() for item in path.rglob("*") if item.is_file()}
         return Inspected("bundle", open_bundle(members), None)
     raise typer.BadParameter("not an installed deployment, a registry commit object or a release directory")
+
+
+def _inspect_s3_commit(location: str) -> Inspected:
+    """Fetch and verify a commit object of an S3 registry; reads only."""
+    match = _S3_COMMIT.match(location)
+    if match is None:
+        raise typer.BadParameter("an s3:// location must name a registry commit object: s3://bucket/prefix/releases/<hex>.json")
+    root, release_hex = match.groups()
+    release = load_config().release
+    registry = ReleaseRegistry(object_store(root, release.storage if release else None), name="S3 registry")
+    return Inspected("published", registry.fetch("sha256:" + release_hex), None)
 
 
 def summary(inspected: Inspected, now: datetime) -> dict[str, object]:
@@ -88,16 +110,16 @@ def summary(inspected: Inspected, now: datetime) -> dict[str, object]:
     return data
 
 
-def _open_or_exit(path: Path) -> Inspected:
+def _open_or_exit(path: str) -> Inspected:
     try:
         return inspect_path(path)
-    except CodedError as error:
+    except DponeError as error:
         typer.echo(f"refused: [{error.code}] {error.message}", err=True)
         raise typer.Exit(code=1) from None
 
 
 @app.command("show")
-def show(path: Path, as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:
+def show(path: str, as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:
     """Show a published or installed development release (re-verified, read-only)."""
     data = summary(_open_or_exit(path), datetime.now(UTC))
     if as_json:
@@ -108,7 +130,7 @@ def show(path: Path, as_json: bool = typer.Option(False, "--json", help="Print o
 
 
 @app.command("verify")
-def verify(path: Path) -> None:
+def verify(path: str) -> None:
     """Re-verify every byte of a published or installed release; exit 1 with the error code if any differs."""
     inspected = _open_or_exit(path)
     typer.echo(f"verified {inspected.kind} release {inspected.bundle.release_id} ({len(inspected.bundle.members)} members)")
