@@ -86,34 +86,36 @@ class DeploymentRecord(ContractModel):
     members: ReleaseMembers
 
 
-class ActivationIntent(ContractModel):
+class _ActivationSubject(ContractModel):
+    """What every activation record names: the release made active, its deployment, the one it replaced."""
+
+    release_id: Digest
+    deployment_id: Identifier
+    previous_release_id: Digest | None
+
+
+class ActivationIntent(_ActivationSubject):
     """A prepared activation: present from preparation until the audit entry is durable."""
 
     KIND = ACTIVATION_INTENT_SCHEMA
 
     schema_: Literal["dpone.activation-intent.v1"] = Field(default=ACTIVATION_INTENT_SCHEMA, alias="schema")
     action: ActivationAction
-    release_id: Digest
-    deployment_id: Identifier
-    previous_release_id: Digest | None
     audit_sequence: PositiveCount
     receipt_digest: Digest
     prepared_at: Timestamp
 
 
-class CurrentPointer(ContractModel):
+class CurrentPointer(_ActivationSubject):
     """The active deployment. `audit_sequence` is the audit entry that records this activation."""
 
     KIND = CURRENT_POINTER_SCHEMA
 
     schema_: Literal["dpone.current-deployment.v1"] = Field(default=CURRENT_POINTER_SCHEMA, alias="schema")
-    release_id: Digest
-    deployment_id: Identifier
-    previous_release_id: Digest | None
     audit_sequence: PositiveCount
 
 
-class AuditEntry(ContractModel):
+class AuditEntry(_ActivationSubject):
     """One line of the activation audit log; `previous_entry_sha256` chains it to the line before."""
 
     KIND = AUDIT_ENTRY_SCHEMA
@@ -123,8 +125,5 @@ class AuditEntry(ContractModel):
     previous_entry_sha256: ContentSha256
     action: ActivationAction
     authorized_by: AuthorizedBy
-    release_id: Digest
-    deployment_id: Identifier
-    previous_release_id: Digest | None
     receipt_digest: Digest
     recorded_at: Timestamp
