@@ -15,7 +15,6 @@ clock. Nothing it produces is authority for a real target.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -48,14 +47,10 @@ from dpone_dagster.contracts.receipts import (
 )
 from dpone_dagster.contracts.release_documents import SELECTION_KIND
 from dpone_dagster.contracts.target import DeploymentProjection, TargetConfiguration
-from dpone_dagster.release.bundle import ReleaseBundle, deployment_projection
+from dpone_dagster.release.bundle import ReleaseBundle, content_sha256, deployment_projection
 from dpone_dagster.release.native import NativeCompilation, NativeNode, NativeProject, SourceFile, compile_profile_digest
 from dpone_dagster.release.source import SourceFile as SnapshotFile
 from dpone_dagster.release.source import SourceSnapshot
-
-
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 class MemorySource:
@@ -64,7 +59,7 @@ class MemorySource:
     def __init__(self, files: Mapping[str, bytes]) -> None:
         self.files = dict(files)
         self._snapshot = SourceSnapshot(
-            tuple(SnapshotFile(path=p, sha256=_sha(d), size=len(d)) for p, d in sorted(self.files.items()))
+            tuple(SnapshotFile(path=p, sha256=content_sha256(d), size=len(d)) for p, d in sorted(self.files.items()))
         )
 
     @property
@@ -74,13 +69,13 @@ class MemorySource:
     def read_bytes(self, path: str) -> bytes:
         entry = self._snapshot.get(path)
         data = self.files.get(path)
-        if entry is None or data is None or _sha(data) != entry.sha256:
+        if entry is None or data is None or content_sha256(data) != entry.sha256:
             raise KeyError("not part of the verified snapshot")
         return data
 
 
 def _captured(path: str, data: bytes) -> CapturedFile:
-    return CapturedFile(path=path, content_sha256=_sha(data), size=len(data))
+    return CapturedFile(path=path, content_sha256=content_sha256(data), size=len(data))
 
 
 def synthetic_workload_files(pack_id: str, writes: Sequence[str], hooks: Sequence[str] = ()) -> dict[str, bytes]:
@@ -109,7 +104,7 @@ def synthetic_workload(
     """A captured ordinary workload over `synthetic_workload_files` (or the given `files`)."""
     files = dict(files or synthetic_workload_files(pack_id, writes, hooks))
     root = f"flows/{pack_id}"
-    run_sql = SqlFileRef(path=f"{root}/sql/run.sql", content_sha256=_sha(files[f"{root}/sql/run.sql"]))
+    run_sql = SqlFileRef(path=f"{root}/sql/run.sql", content_sha256=content_sha256(files[f"{root}/sql/run.sql"]))
     captured_hooks = []
     for index, hook in enumerate(hooks):
         path = f"{root}/sql/{hook}.sql"
@@ -117,7 +112,7 @@ def synthetic_workload(
             CapturedHook(
                 hook_id=hook,
                 task_id=f"pre_hook.{hook}",
-                sql=SqlFileRef(path=path, content_sha256=_sha(files[path])),
+                sql=SqlFileRef(path=path, content_sha256=content_sha256(files[path])),
                 after=tuple(hooks[:index][-1:]),
                 command=("dpone-flow", "pre-hook", "--pack", pack_id, "--hook", hook),
                 publish_xcom=False,
@@ -129,7 +124,7 @@ def synthetic_workload(
         selector=selector or f"flow:{pack_id}",
         dag_id=pack_id,
         schedule="manual",
-        fingerprint=digest(PACK_FINGERPRINT_KIND, {"synthetic": pack_id, "files": sorted(map(_sha, own.values()))}),
+        fingerprint=digest(PACK_FINGERPRINT_KIND, {"synthetic": pack_id, "files": sorted(map(content_sha256, own.values()))}),
         dag=_captured(f"{root}/dag.yaml", files[f"{root}/dag.yaml"]),
         manifest=_captured(f"{root}/flow.yaml", files[f"{root}/flow.yaml"]),
         pack=_captured(f"{root}/pack.json", files[f"{root}/pack.json"]),
@@ -176,8 +171,8 @@ def synthetic_native(
             unique_id=f"model.{project}.{name}",
             resource_type="model",
             original_file_path=f"models/{name}.sql",
-            dbt_checksum=_sha(files[f"{project}/models/{name}.sql"].strip()),
-            compiled_sha256=_sha(files[f"{project}/models/{name}.sql"]),
+            dbt_checksum=content_sha256(files[f"{project}/models/{name}.sql"].strip()),
+            compiled_sha256=content_sha256(files[f"{project}/models/{name}.sql"]),
             materialized="table",
             logical_write=write,
             depends_on=(),
@@ -185,7 +180,7 @@ def synthetic_native(
         for name, write in sorted(models.items())
     )
     closure = tuple(
-        SourceFile(path=path, content_sha256=_sha(data), size=len(data))
+        SourceFile(path=path, content_sha256=content_sha256(data), size=len(data))
         for path, data in sorted(files.items())
         if path.startswith(project + "/")
     )
@@ -203,7 +198,7 @@ def synthetic_native(
                 selected=tuple(node.unique_id for node in nodes),
                 nodes=nodes,
                 closure=closure,
-                project_file_sha256=_sha(files[f"{project}/dbt_project.yml"]),
+                project_file_sha256=content_sha256(files[f"{project}/dbt_project.yml"]),
                 selection_document=selection,
                 selection_fingerprint=digest(SELECTION_KIND, selection),
             ),
