@@ -4,9 +4,11 @@ Used by fork resolution (which ancestor namespaces exist, which views are live i
 cleanup (drop a fork namespace). Both refuse to drop anything whose name is not a fork schema.
 
 What a reader could get wrong: a DuckDB-file catalog can be attached only once per process and is
-locked by a writing process, so `inspect` opens only the fork's *own* file (to read its live
-views), read-only, and closes it before the plan runs; ancestors' files are checked for existence
-only. A fork file already attached elsewhere in this process is reported as busy, not guessed at.
+locked by a writing process, so `inspect` opens no file at all: ancestors' files are checked for
+existence, and the fork's live views are left unanswered (`live_views=None`) because the session
+that applies the plan reads them from the fork catalog it has just attached. Only `live_views()`,
+for a plan inspected without being applied, opens the fork's own file, read-only, and closes it; a
+fork file already attached elsewhere in this process is reported as busy, not guessed at.
 """
 
 from __future__ import annotations
@@ -18,17 +20,12 @@ from pathlib import Path
 from dpone_dagster.config import resolve_secret
 from dpone_dagster.errors import LakeError
 from dpone_dagster.lake.naming import is_fork_schema
-from dpone_dagster.lake.ports import CatalogFacts, CatalogPort, Namespace
+from dpone_dagster.lake.ports import CatalogFacts, CatalogPort, LiveViewTriples, Namespace
+from dpone_dagster.lake.resolve import LIVE_VIEWS_SQL
 from dpone_dagster.lake.sql import CredentialResolver
 
 POSTGRES_DEFAULT_SCHEMA = "public"
 CONNECT_TIMEOUT_S = 5
-
-_LIVE_VIEWS = (
-    "SELECT s.schema_name, v.view_name, v.sql FROM {ns}.ducklake_view v "
-    "JOIN {ns}.ducklake_schema s ON s.schema_id = v.schema_id "
-    "WHERE v.end_snapshot IS NULL AND s.end_snapshot IS NULL"
-)
 
 
 class CatalogUnreachableError(LakeError):
@@ -80,12 +77,15 @@ class PostgresCatalog:
                     (list(by_schema),),
                 )
             }
-            views: frozenset[tuple[str, str, str]] = frozenset()
+            views: LiveViewTriples = frozenset()
             view_schema = (views_of.schema or POSTGRES_DEFAULT_SCHEMA) if views_of else None
             if view_schema in found:
-                query = sql.SQL(_LIVE_VIEWS).format(ns=sql.Identifier(view_schema))
+                query = sql.SQL(LIVE_VIEWS_SQL).format(ns=sql.Identifier(view_schema))
                 views = frozenset((s, v, q) for s, v, q in conn.execute(query))
         return CatalogFacts(frozenset(by_schema[s] for s in found), views)
+
+    def live_views(self, namespace: Namespace) -> LiveViewTriples:
+        return self.inspect([], namespace).live_views or frozenset()
 
     def drop_namespace(self, namespace: Namespace) -> None:
         from psycopg import sql
@@ -101,14 +101,14 @@ class DuckDBFileCatalog:
 
     def inspect(self, namespaces: Sequence[Namespace], views_of: Namespace | None) -> CatalogFacts:
         present = frozenset(ns for ns in namespaces if Path(ns.catalog.target).is_file())
-        views: frozenset[tuple[str, str, str]] = frozenset()
-        if views_of is not None and Path(views_of.catalog.target).is_file():
-            views = self._live_views(Path(views_of.catalog.target))
-        return CatalogFacts(present, views)
+        return CatalogFacts(present, None if views_of is not None else frozenset())
 
-    def _live_views(self, path: Path) -> frozenset[tuple[str, str, str]]:
+    def live_views(self, namespace: Namespace) -> LiveViewTriples:
         from dpone_dagster.lake.duck import connect
 
+        path = Path(namespace.catalog.target)
+        if not path.is_file():
+            return frozenset()
         try:
             conn = connect(path, read_only=True, extensions=())
         except Exception as exc:
@@ -117,7 +117,7 @@ class DuckDBFileCatalog:
                 f"locked by a writing process: {type(exc).__name__}); close that connection and retry"
             ) from None
         try:
-            rows = conn.execute(_LIVE_VIEWS.format(ns="main")).fetchall()
+            rows = conn.execute(LIVE_VIEWS_SQL.format(ns="main")).fetchall()
             return frozenset((s, v, q) for s, v, q in rows)
         finally:
             conn.close()
@@ -138,6 +138,9 @@ class FileOnlyCatalog:
     def inspect(self, namespaces: Sequence[Namespace], views_of: Namespace | None) -> CatalogFacts:
         return CatalogFacts(frozenset(namespaces))
 
+    def live_views(self, namespace: Namespace) -> LiveViewTriples:
+        return frozenset()
+
     def drop_namespace(self, namespace: Namespace) -> None:
         raise UnsafeNamespaceError("forks never create namespaces in SQLite or MySQL catalogs")
 
@@ -151,6 +154,10 @@ class CountingCatalog:
     def inspect(self, namespaces: Sequence[Namespace], views_of: Namespace | None) -> CatalogFacts:
         self.calls += 1
         return self.inner.inspect(namespaces, views_of)
+
+    def live_views(self, namespace: Namespace) -> LiveViewTriples:
+        self.calls += 1
+        return self.inner.live_views(namespace)
 
     def drop_namespace(self, namespace: Namespace) -> None:
         self.calls += 1

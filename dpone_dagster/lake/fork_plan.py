@@ -14,20 +14,21 @@ forks stay isolated), unless its lake is stamped shared. Then:
    the nearest owner (SCD2 owners also get `<table>_current`), all in one transaction;
 4. targets that are live views in the fork are dropped right after the target attach.
 
-Cost: the control store answers in four queries and each distinct catalog database in one
-connection, so resolution grows with chain depth, never with the number of tables.
+Cost: the control store answers in three queries and each distinct catalog database in one
+connection, so resolution grows with chain depth, never with the number of tables. A DuckDB-file
+fork catalog is not opened here at all: `apply()` reads its live views after attaching it.
 
-What a reader could get wrong: the transition keys on the fork catalog's live views read now, not
-on recorded status (after a failed run the status cannot tell a defer view from a real table).
+What a reader could get wrong: the transition keys on the fork catalog's live views read when the
+plan is applied, not on recorded status (after a failed run the status cannot tell a defer view
+from a real table).
 """
 
 from __future__ import annotations
 
 import logging
-import re
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from dpone_dagster.config import DponeConfig, LakeConfig
 from dpone_dagster.control.store import open_store
@@ -51,11 +52,13 @@ from dpone_dagster.lake.naming import (
     fork_metadata_schema,
     lake_alias,
 )
-from dpone_dagster.lake.ports import CatalogFacts, Clock, Namespace, utc_now
+from dpone_dagster.lake.ports import CatalogFacts, Clock, LiveViewTriples, Namespace, utc_now
 from dpone_dagster.lake.registry import CACHE, NamespaceRecord, RegistrationCache, register
 from dpone_dagster.lake.resolve import (
     AncestorAttach,
+    DeferPlan,
     DeferView,
+    LiveViews,
     ResolvedLake,
     TableName,
     root_resolution,
@@ -213,22 +216,6 @@ def _inspect(
     return mine, attachable, warnings
 
 
-def _normalized(sql: str) -> str:
-    return re.sub(r"\s+", " ", sql).strip().rstrip(";").lower()
-
-
-def _against_live(views: Sequence[DeferView], live: dict[TableName, str]) -> list[DeferView]:
-    """Drop views already live with the same definition; re-point live views that differ."""
-    out = []
-    for view in views:
-        existing = live.get(view.name)
-        if existing is None:
-            out.append(view)
-        elif _normalized(existing) != _normalized(view.select_sql()):
-            out.append(replace(view, replace=True))
-    return out
-
-
 def _chain_lakes(
     view: WorkspaceLakeView, config: DponeConfig
 ) -> tuple[list[PhysicalLake], dict[str, PhysicalLake]]:
@@ -300,11 +287,10 @@ def resolve_workspace_lake(
     ancestors, serving = _chain_lakes(view, config)
     aliases = {a.workspace_id: ancestor_alias(lake, a.workspace_id) for a in ancestors}
     facts, attachable, warnings = _inspect(ports, me, ancestors)
-    live_views = {TableName(s, v): sql for s, v, sql in facts.live_views}
 
     target_names = set(targets) | {TableName(t.schema, t.table + CURRENT_SUFFIX) for t in targets}
     views, skipped = _defer_views(view, serving, attachable, aliases)
-    views = _against_live([v for v in views if v.name not in target_names], live_views)
+    defer = DeferPlan(tuple(v for v in views if v.name not in target_names), tuple(sorted(target_names)))
     warnings += [
         f"ancestor {ws!r} owns tables of lake {lake!r} but its namespace is not reachable or was "
         "never created; those tables read as absent in this run"
@@ -314,6 +300,7 @@ def resolve_workspace_lake(
         log.warning(warning)
 
     _register(workspace_id, lake, own, me, config, ports)
+    adapter = ports.catalogs.for_kind(me.namespace.catalog.kind)
     alias = lake_alias(lake)
     *setup, target = _secret_and_attach(me, alias, _target_options(me))
     return ResolvedLake(
@@ -327,13 +314,18 @@ def resolve_workspace_lake(
         base_catalog=catalog_location(own, config.project_root),
         setup=tuple(setup),
         target=target,
-        transition=tuple(sorted(n for n in target_names if n in live_views)),
         ancestors=tuple(
             AncestorAttach(a.workspace_id, aliases[a.workspace_id], _secret_and_attach(a, aliases[a.workspace_id], _ancestor_options(a)))
             for a in ancestors
             if a.workspace_id in attachable
         ),
-        views=tuple(views),
+        defer=defer,
         warnings=tuple(warnings),
         targets=targets,
+        live=None if facts.live_views is None else _by_name(facts.live_views),
+        read_live=lambda: _by_name(adapter.live_views(me.namespace)),
     )
+
+
+def _by_name(triples: LiveViewTriples) -> LiveViews:
+    return {TableName(schema, name): sql for schema, name, sql in triples}

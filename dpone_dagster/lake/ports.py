@@ -38,15 +38,20 @@ class Namespace:
         return self.catalog.identity
 
 
+LiveViewTriples = frozenset[tuple[str, str, str]]
+"""Live views of a namespace as (schema, view name, stored SQL) triples."""
+
+
 @dataclass(frozen=True)
 class CatalogFacts:
     """What one catalog database said: which namespaces are bootstrapped; live views of one.
 
-    `live_views` are (schema, view name, stored SQL) triples.
+    `live_views` is None when the adapter leaves them to the session that attaches the namespace
+    (DuckDB-file catalogs, which one process can attach only once).
     """
 
     bootstrapped: frozenset[Namespace]
-    live_views: frozenset[tuple[str, str, str]] = field(default=frozenset())
+    live_views: LiveViewTriples | None = field(default=frozenset())
 
 
 class CatalogPort(Protocol):
@@ -57,6 +62,10 @@ class CatalogPort(Protocol):
 
         Raises `CatalogUnreachableError` when the database cannot be reached.
         """
+        ...
+
+    def live_views(self, namespace: Namespace) -> LiveViewTriples:
+        """The live views of one namespace, read apart from any session (plan inspection only)."""
         ...
 
     def drop_namespace(self, namespace: Namespace) -> None:

@@ -10,14 +10,19 @@ What a reader could get wrong: `alias` is not the lake name. DuckDB reserves `ma
 lake's name) as a catalog alias, so every lake is attached as `lake_<name>` (`lake_main`), in the
 root and in every fork alike; user SQL and dbt address tables as `<alias>.<schema>.<table>`.
 `statements()` redacts credentials by default; only `apply()` (or `statements(redact=False)`)
-reads them, at that moment, from the referenced environment variables.
+reads them, at that moment, from the referenced environment variables. A fork's `transition` and
+`views` depend on the views live in its catalog: `apply()` reads them from the fork catalog it has
+just attached, in the same session (the fresher answer, and no second connection); only code that
+inspects the plan without applying it (`statements()`, `views`, `transition`) reads them apart.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 
 from dpone_dagster.config import DponeConfig, LakeConfig, load_config
@@ -46,6 +51,14 @@ class InvalidTargetError(LakeError):
 
 class DataPathDriftError(LakeError):
     code = "lake.data_path_drift"
+
+
+LIVE_VIEWS_SQL = (
+    "SELECT s.schema_name, v.view_name, v.sql FROM {ns}.ducklake_view v "
+    "JOIN {ns}.ducklake_schema s ON s.schema_id = v.schema_id "
+    "WHERE v.end_snapshot IS NULL AND s.end_snapshot IS NULL"
+)
+"""A DuckLake namespace's live views as (schema, view, stored SQL); `{ns}` is its metadata schema."""
 
 
 @dataclass(frozen=True, order=True)
@@ -102,6 +115,57 @@ class DeferView:
         return f"{verb} {self.name.qualified(alias)} AS {self.select_sql()}"
 
 
+LiveViews = Mapping[TableName, str]
+"""The views live in a fork namespace: name -> the SQL DuckLake stored for it."""
+
+_SPACES = re.compile(r"\s+")
+
+
+def _normalized(sql: str) -> str:
+    return _SPACES.sub(" ", sql).strip().rstrip(";").lower()
+
+
+@dataclass(frozen=True)
+class DeferPlan:
+    """What a fork needs before looking at its catalog: every defer view, and the job's targets
+    (with their `_current` companions), which must end up as tables, not views."""
+
+    wanted: tuple[DeferView, ...] = ()
+    retargets: tuple[TableName, ...] = ()
+
+    def transition(self, live: LiveViews) -> tuple[TableName, ...]:
+        return tuple(sorted(name for name in self.retargets if name in live))
+
+    def views(self, live: LiveViews) -> tuple[DeferView, ...]:
+        """Views not yet live with the same definition; live views that differ are re-pointed."""
+        out = []
+        for view in self.wanted:
+            existing = live.get(view.name)
+            if existing is None:
+                out.append(view)
+                continue
+            wanted = view.select_sql()
+            if existing != wanted and _normalized(existing) != _normalized(wanted):
+                out.append(replace(view, replace=True))
+        return tuple(out)
+
+
+def live_views_in_session(conn, alias: str) -> dict[TableName, str]:
+    """The live views of the DuckDB-file DuckLake attached as `alias`, read through its metadata
+    catalog in this session (DuckLake attaches it as `__ducklake_metadata_<alias>`)."""
+    ns = f"{quote_ident('__ducklake_metadata_' + alias)}.main"
+    try:
+        rows = conn.execute(LIVE_VIEWS_SQL.format(ns=ns)).fetchall()
+    except Exception as exc:
+        raise LakeError(
+            f"the live views of the fork catalog attached as {alias!r} cannot be read from its "
+            f"metadata catalog ({type(exc).__name__}); the DuckLake extension may have changed how "
+            "it attaches catalogs",
+            code="lake.live_views_unreadable",
+        ) from None
+    return {TableName(schema, view): sql for schema, view, sql in rows}
+
+
 @dataclass(frozen=True)
 class ResolvedLake:
     """How one workspace attaches one lake. Holds no credential, only references to them."""
@@ -116,14 +180,35 @@ class ResolvedLake:
     base_catalog: CatalogLocation
     setup: tuple[Statement, ...]
     target: Statement
-    transition: tuple[TableName, ...] = ()
     ancestors: tuple[AncestorAttach, ...] = ()
-    views: tuple[DeferView, ...] = ()
+    defer: DeferPlan = DeferPlan()
     warnings: tuple[str, ...] = ()
     targets: tuple[TableName, ...] = field(default=())
+    live: LiveViews | None = field(default=None, compare=False, repr=False)
+    """The fork's live views when resolution already knew them (PostgreSQL answers them in the
+    same round trip as its ancestor check); None means read them from the attached catalog."""
+    read_live: Callable[[], LiveViews] | None = field(default=None, compare=False, repr=False)
+    """Reads the live views without a session (opens the fork catalog apart); inspection only."""
 
-    def _drop_statements(self) -> list[Statement]:
-        return [Statement.of(f"DROP VIEW {name.qualified(self.alias)}") for name in self.transition]
+    @cached_property
+    def _planned_live(self) -> LiveViews:
+        if self.live is not None:
+            return self.live
+        return self.read_live() if self.read_live is not None else {}
+
+    @property
+    def transition(self) -> tuple[TableName, ...]:
+        """Targets that are live defer views in the fork now: dropped right after the target attach."""
+        return self.defer.transition(self._planned_live)
+
+    @property
+    def views(self) -> tuple[DeferView, ...]:
+        """Defer views to create or re-point (those live with the same definition are left alone)."""
+        return self.defer.views(self._planned_live)
+
+    def _drop_statements(self, transition: Sequence[TableName] | None = None) -> list[Statement]:
+        names = self.transition if transition is None else transition
+        return [Statement.of(f"DROP VIEW {name.qualified(self.alias)}") for name in names]
 
     def _view_statements(self, views: Sequence[DeferView]) -> list[Statement]:
         if not views:
@@ -172,7 +257,8 @@ class ResolvedLake:
                     "the fork)"
                 ) from None
             raise
-        for statement in self._drop_statements():
+        live = self._session_live(conn)
+        for statement in self._drop_statements(self.defer.transition(live)):
             _run(conn, statement, credentials)
         reachable: set[str] = set()
         for ancestor in self.ancestors:
@@ -188,7 +274,7 @@ class ResolvedLake:
                 warnings.append(message)
                 continue
             reachable.add(ancestor.alias)
-        views = [v for v in self.views if v.owner_alias in reachable]
+        views = [v for v in self.defer.views(live) if v.owner_alias in reachable]
         statements = self._view_statements(views)
         if statements:
             try:
@@ -199,11 +285,19 @@ class ResolvedLake:
                 raise
         return warnings
 
+    def _session_live(self, conn) -> LiveViews:
+        if not self.fork_mode or not (self.defer.wanted or self.defer.retargets):
+            return {}
+        if self.live is not None:
+            return self.live
+        return live_views_in_session(conn, self.alias)
+
     @property
     def extensions(self) -> tuple[str, ...]:
         """The DuckDB extensions this plan needs (each costs a signature check when loaded)."""
         needed = ["ducklake"]
-        rendered = " ".join(s.render() for s in self.plan())
+        attaches = [*self.setup, self.target, *(s for a in self.ancestors for s in a.statements)]
+        rendered = " ".join(s.render() for s in attaches)
         if self.catalog.kind == "postgres" or "'ducklake:postgres:" in rendered:
             needed.append("postgres_scanner")
         if "(TYPE s3" in rendered:

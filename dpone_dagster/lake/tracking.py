@@ -54,13 +54,21 @@ class ForkState:
         return out
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrackedTable:
+    """`columns_json` is the captured schema as stored: parsed only when it can mark SCD2."""
+
     materialized: bool = False
-    columns: tuple[tuple[str, str], ...] = ()
+    columns_json: str | None = None
+
+    @property
+    def columns(self) -> tuple[tuple[str, str], ...]:
+        return tuple((n, t) for n, t in json.loads(self.columns_json)) if self.columns_json else ()
 
     @property
     def is_scd2(self) -> bool:
+        if not self.columns_json or SCD2_MARKER not in self.columns_json.lower():
+            return False
         return any(name.lower() == SCD2_MARKER for name, _ in self.columns)
 
 
@@ -86,27 +94,25 @@ def _normalize_columns(columns: Columns) -> list[list[str]]:
 
 
 def read_chain_tracking(conn: Connection, workspace_ids: Sequence[str], lake: str) -> ChainTracking:
-    """Two queries, whatever the number of tables or workspaces."""
-    p = materialized_partition
+    """One query, whatever the number of tables, partitions or workspaces: a table is owned when
+    any of its partitions last materialized; its captured schema rides along."""
+    p, s = materialized_partition, materialized_asset_schema
+    same_table = sa.and_(
+        s.c.workspace_id == p.c.workspace_id,
+        s.c.lake == p.c.lake,
+        s.c.schema_name == p.c.schema_name,
+        s.c.table_name == p.c.table_name,
+    )
+    materialized = sa.func.max(sa.case((p.c.status == "materialized", 1), else_=0))
+    query = (
+        sa.select(p.c.workspace_id, p.c.schema_name, p.c.table_name, materialized, s.c.columns)
+        .select_from(p.outerjoin(s, same_table))
+        .where(p.c.workspace_id.in_(list(workspace_ids)), p.c.lake == lake)
+        .group_by(p.c.workspace_id, p.c.schema_name, p.c.table_name, s.c.columns)
+    )
     result = ChainTracking()
-    rows = conn.execute(
-        sa.select(p.c.workspace_id, p.c.schema_name, p.c.table_name, p.c.status).where(
-            p.c.workspace_id.in_(list(workspace_ids)), p.c.lake == lake
-        )
-    )
-    for ws, schema, table, status in rows:
-        entry = result.tables.setdefault(ws, {}).setdefault(TableName(schema, table), TrackedTable())
-        entry.materialized = entry.materialized or status == "materialized"
-    s = materialized_asset_schema
-    rows = conn.execute(
-        sa.select(s.c.workspace_id, s.c.schema_name, s.c.table_name, s.c.columns).where(
-            s.c.workspace_id.in_(list(workspace_ids)), s.c.lake == lake
-        )
-    )
-    for ws, schema, table, columns in rows:
-        entry = result.tables.get(ws, {}).get(TableName(schema, table))
-        if entry is not None:
-            entry.columns = tuple((n, t) for n, t in json.loads(columns))
+    for ws, schema, table, owned, columns in conn.execute(query):
+        result.tables.setdefault(ws, {})[TableName(schema, table)] = TrackedTable(bool(owned), columns)
     return result
 
 

@@ -43,6 +43,9 @@ class DownCatalog:
     def inspect(self, namespaces, views_of):
         raise CatalogUnreachableError("down")
 
+    def live_views(self, namespace):
+        raise CatalogUnreachableError("down")
+
     def drop_namespace(self, namespace):
         raise CatalogUnreachableError("down")
 

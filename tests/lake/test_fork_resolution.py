@@ -219,6 +219,9 @@ def test_unreachable_ancestor_only_loses_its_own_defer(embedded_lake, service):
                 raise CatalogUnreachableError("down")
             return self.inner.inspect(namespaces, views_of)
 
+        def live_views(self, namespace):
+            return self.inner.live_views(namespace)
+
         def drop_namespace(self, namespace):
             return self.inner.drop_namespace(namespace)
 

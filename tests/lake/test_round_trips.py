@@ -8,6 +8,7 @@ from dpone_dagster.control.store import open_store
 from dpone_dagster.lake.catalogs import CatalogAdapters, CountingCatalog
 from dpone_dagster.lake.fork_plan import LakePorts, resolve_workspace_lake
 from dpone_dagster.lake.registry import RegistrationCache
+from dpone_dagster.lake.resolve import parse_targets
 from dpone_dagster.lake.tracking import record_materialization
 from dpone_dagster.workspaces.service import Workspaces
 
@@ -60,9 +61,33 @@ def test_round_trips_depend_on_depth_not_on_tables(embedded_lake):
 
     assert few_shallow[:2] == many_shallow[:2] and few_deep[:2] == many_deep[:2]
     assert len(many_deep[2].views) == 60 and len(few_deep[2].views) == 3
-    assert many_deep[0] == many_shallow[0] == 4
+    assert many_deep[0] == many_shallow[0] == 3
     assert (few_shallow[1], few_deep[1]) == (2, 4)
     statements = many_deep[2].statements()
     begin = statements.index("BEGIN TRANSACTION")
     assert statements.count("BEGIN TRANSACTION") == 1 and statements[-1] == "COMMIT"
     assert all(s.startswith("CREATE VIEW") for s in statements[begin + 1 : -1])
+
+
+def test_apply_reads_live_views_in_its_session_not_from_the_plan(embedded_lake):
+    """A plan made before its fork's views existed still drops the view its target became, and
+    applying never opens the fork's catalog file apart (it is attached in the session)."""
+    from .lakes import attached, materialize
+
+    env = embedded_lake
+    materialize(env, "prod", "orders", "SELECT range AS id FROM range(4)")
+    Workspaces(env.config).create_fork("wm-fork-a", "prod", owner="a")
+    catalog = CountingCatalog(CatalogAdapters().duckdb)
+    ports = LakePorts(catalogs=CatalogAdapters(duckdb=catalog), registrations=CACHE)
+    early = resolve_workspace_lake("wm-fork-a", "main", env.config, parse_targets(["orders"]), ports)
+    assert early.live is None
+    run_sql(env, "wm-fork-a", [])
+    calls = catalog.calls
+
+    with attached(env, "prod") as conn:
+        conn.execute("DETACH lake_main")
+        early.apply(conn)
+        assert catalog.calls == calls
+        conn.execute("CREATE OR REPLACE TABLE lake_main.orders AS SELECT 7 AS id")
+        assert conn.execute("SELECT id FROM lake_main.orders").fetchall() == [(7,)]
+    assert early.transition == ()
