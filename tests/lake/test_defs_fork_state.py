@@ -129,6 +129,7 @@ def test_sensor_reports_after_ancestor_materializations_only(fork_with_one_model
     sensor = build_fork_state_sensor(lambda: KEYS, workspace=FORK)
     first = _tick(sensor, FORK)
     assert isinstance(first, SensorResult) and first.cursor
+    assert "(1 absent, 1 deferred, 1 fork_materialized) for the first time" in first.skip_reason.skip_message
     states = {e.asset_key: e.metadata["fork_state"].value for e in first.asset_events}
     assert states == {ORDERS: "deferred", COUNT: "fork_materialized", MISSING: "absent"}
 
@@ -144,6 +145,7 @@ def test_sensor_reports_after_ancestor_materializations_only(fork_with_one_model
     assert again.success
     after = _tick(sensor, FORK, first.cursor)
     assert after.cursor != first.cursor
+    assert "an ancestor materialized since 20" in after.skip_reason.skip_message
     [orders_event] = [e for e in after.asset_events if e.asset_key == ORDERS]
     assert orders_event.metadata["snapshot_id"].value == _snapshots(again)["orders"]
 

@@ -6,6 +6,8 @@ failed anywhere up the chain, or an ancestor forgotten), the tick emits one `Ass
 DuckLake asset (workspace, namespace, fork_state, owner, snapshot id), so a table that just became
 deferred shows it. Otherwise it skips with a reason a user can read: "not a fork", or "no ancestor
 materialized since …". The cursor is a fingerprint of those rows plus the newest update time.
+Every tick is a "skipped" tick in the UI (it requests no run); a reporting tick's reason says what it
+observed ("observed the fork state of 11 DuckLake assets … (8 deferred, 1 fork_materialized, …)").
 
 What a reader could get wrong: the sensor never launches a run and never opens a catalog. A fork's
 *own* materializations do not trigger it (their materialization metadata already says
@@ -62,11 +64,19 @@ def evaluate_fork_state(context: SensorEvaluationContext, ducklake: DuckLakeReso
             ),
             cursor=cursor,
         )
-    context.log.info(
-        f"workspace {workspace}: ancestors changed; "
-        + ", ".join(f"{n} {state}" for state, n in report.counts().items())
+    counts = ", ".join(f"{n} {state}" for state, n in report.counts().items())
+    since = f"since {seen['latest']}" if seen.get("latest") else "since the sensor last reported"
+    return SensorResult(
+        asset_events=report.observations,
+        skip_reason=(
+            f"observed the fork state of {len(report.observations)} DuckLake assets of workspace "
+            f"{workspace!r} ({counts}): an ancestor materialized {since}"
+            if context.cursor
+            else f"observed the fork state of {len(report.observations)} DuckLake assets of workspace "
+            f"{workspace!r} ({counts}) for the first time"
+        ),
+        cursor=cursor,
     )
-    return SensorResult(asset_events=report.observations, cursor=cursor)
 
 
 def build_fork_state_sensor(
