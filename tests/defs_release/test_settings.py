@@ -198,3 +198,11 @@ def test_synthetic_signing_never_targets_an_s3_authority_location(_isolated_stat
         ReleaseSettings.model_validate({**embedded, "authority_location": "s3://bucket/authority/"})
     configured = ReleaseSettings.model_validate({**embedded, "authority_location": "s3://bucket/a/", "synthetic": False})
     assert configured.authority_is_s3
+
+
+def test_resource_descriptions_name_the_configured_platform_without_private_paths(monkeypatch, tmp_path):
+    _configure(monkeypatch, tmp_path, _directory_platform(tmp_path))
+    descriptions = {key: resource.description for key, resource in location_definitions().resources.items()}
+    assert "(configured platform)" in descriptions["authority_platform"]
+    assert "SYNTHETIC" not in descriptions["authority_platform"]
+    assert_no_private_values(descriptions.values(), private=[str(tmp_path)])

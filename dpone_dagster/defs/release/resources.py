@@ -8,7 +8,8 @@ a launchpad user can type. Tests pass their own objects under the same keys.
 - `authority_platform`: original policy/grant/signature bytes from the authority location, the
   pinned digest from the protected target, and the `AuthorityPorts` verification runs on (durable
   rollback protection in the control store). In the embedded default it first creates the
-  synthetic authority (`synthetic_bootstrap`).
+  synthetic authority (`synthetic_bootstrap`); for a configured platform (`release:` in the
+  configuration, see `settings.py`) it only reads what the platform placed.
 - `target_admission`: the `ReceiptIssuer` for the protected target, with the protected target file
   as its current-target verifier (reopened before every protected operation).
 - `release_registry` / `release_cache`: the immutable registry (local directory, or S3 through
@@ -160,10 +161,10 @@ RESOURCE_KEYS = frozenset({"authority_platform", "target_admission", "release_re
 def release_resources(settings: ReleaseSettings) -> dict[str, dg.ResourceDefinition]:
     """The release resources for `settings`, without run configuration (see the module docstring)."""
     described = {
-        "authority_platform": (AuthorityPlatform(settings), "Original policy, grant and signature bytes; pinned policy digest from the protected target" + (" (SYNTHETIC embedded default)" if settings.synthetic else "")),
+        "authority_platform": (AuthorityPlatform(settings), f"Original policy, grant and signature bytes from {location_label(settings.authority_location)}; pinned policy digest from the protected target" + (" (SYNTHETIC embedded default)" if settings.synthetic else " (configured platform)")),
         "target_admission": (TargetAdmissionResource(settings), "Receipt issuer for the protected target; reopens its policy digest and revocation epoch before every protected operation"),
         "release_registry": (ReleaseRegistryResource(settings), f"Immutable release registry at {location_label(settings.registry_location)}"),
-        "release_cache": (ReleaseCacheResource(settings), "Local immutable release cache of the target environment"),
+        "release_cache": (ReleaseCacheResource(settings), f"Local immutable release cache of the target environment at {location_label(settings.cache_root)}"),
         "release_source": (ReleaseSourceResource(settings), f"Source repository {settings.source_repository} at {settings.source_commit[:12]}"),
     }
     return {key: _fixed(value, description) for key, (value, description) in described.items()}
