@@ -3,7 +3,10 @@
 The session webserver (workspace `prod`) materializes the dbt group; a fork is created with the CLI;
 a webserver for the fork materializes one model. Its materialization says `fork_materialized` in the
 fork's namespace, the parent's says `own`, and the fork's status shows the model's upstream tables
-deferred to `prod`.
+deferred to `prod`. What the UI shows for it, read through GraphQL: the graph's `dpone/fork_state`
+tags and kinds (deferred before the run, fork_materialized after "Reload definitions"), the
+observation job's observations, and the fork sensor's tick (reports once, then skips until an
+ancestor materializes); in `prod` the sensor skips as "not a fork".
 """
 
 from __future__ import annotations
@@ -18,6 +21,35 @@ from bench.screenshots import RELEASE_LOCATION, group_asset_keys, running_webser
 
 FORK = "wm-fork-ui"
 MODEL = ["main", "marts", "fct_orders"]
+UPSTREAM = ["main", "staging", "stg_orders"]
+OBSERVATION_JOB = "fork_state_observation_job"
+FORK_SENSOR = "fork_state_sensor"
+
+_ASSET_TAGS = """
+{ assetNodes(group: {groupName: "synthetic_dbt", repositoryName: "__repository__",
+    repositoryLocationName: "dpone_dagster"}) { assetKey { path } kinds tags { key value } } }
+"""
+
+_LATEST_OBSERVATION = """
+query($key: AssetKeyInput!) { assetOrError(assetKey: $key) { __typename
+    ... on Asset { assetObservations(limit: 1) { runId metadataEntries { label
+        ... on TextMetadataEntry { text } ... on IntMetadataEntry { intValue } } } } } }
+"""
+
+
+def _graph_badges(server) -> dict[str, tuple[dict[str, str], set[str]]]:
+    """Per dbt asset: its tags and kinds, as the asset graph shows them."""
+    return {
+        "/".join(node["assetKey"]["path"]): ({t["key"]: t["value"] for t in node["tags"]}, set(node["kinds"]))
+        for node in server.graphql(_ASSET_TAGS)["assetNodes"]
+    }
+
+
+def _latest_observation(server, key: list[str]) -> tuple[str, dict]:
+    asset = server.graphql(_LATEST_OBSERVATION, {"key": {"path": key}})["assetOrError"]
+    [observation] = asset["assetObservations"]
+    entries = {e["label"]: e.get("text", e.get("intValue")) for e in observation["metadataEntries"]}
+    return observation["runId"], entries
 
 
 def _materialized(webserver, run_id: str) -> dict[str, dict]:
@@ -30,6 +62,11 @@ def _materialized(webserver, run_id: str) -> dict[str, dict]:
     return out
 
 
+def _failures(server, run_id: str) -> list[str]:
+    events = server.run_details(run_id)["events"]
+    return [e.get("message") or str(e.get("error")) for e in events if "Failure" in e["__typename"]][-5:]
+
+
 def _dpone(*args: str, env: dict[str, str]) -> str:
     done = subprocess.run(
         [str(Path(sys.executable).with_name("dpone")), *args], env=env, capture_output=True, text=True, check=False
@@ -40,7 +77,7 @@ def _dpone(*args: str, env: dict[str, str]) -> str:
 
 def test_a_fork_materializes_one_model_and_defers_the_rest(webserver, ui_state_dir, tmp_path_factory):
     parent_run = webserver.launch_assets(RELEASE_LOCATION, group_asset_keys(webserver, "synthetic_dbt"))
-    assert webserver.wait_for_run(parent_run, timeout=600) == "SUCCESS"
+    assert webserver.wait_for_run(parent_run, timeout=600) == "SUCCESS", _failures(webserver, parent_run)
     parent = _materialized(webserver, parent_run)
     assert parent["main/marts/fct_orders"]["fork_state"] == "own"
 
@@ -52,9 +89,38 @@ def test_a_fork_materializes_one_model_and_defers_the_rest(webserver, ui_state_d
     with running_webserver(
         session_workspace(home / "workspace.yaml"), dagster_home=home, env={**env, "DPONE_WORKSPACE": FORK}, inherit_env=False
     ) as fork_server:
+        before = _graph_badges(fork_server)
+        assert before["/".join(MODEL)][0]["dpone/fork_state"] == "deferred"
+        assert {"ducklake", "deferred"} <= before["/".join(MODEL)][1]
+
         fork_run = fork_server.launch_assets(RELEASE_LOCATION, [MODEL])
         assert fork_server.wait_for_run(fork_run, timeout=600) == "SUCCESS"
         fork = _materialized(fork_server, fork_run)
+
+        assert _graph_badges(fork_server)["/".join(MODEL)][0]["dpone/fork_state"] == "deferred"
+        assert fork_server.reload_location(RELEASE_LOCATION)["loadStatus"] == "LOADED"
+        after = _graph_badges(fork_server)
+        model_tags, model_kinds = after["/".join(MODEL)]
+        assert model_tags["dpone/fork_state"] == "fork_materialized" and "fork_materialized" in model_kinds
+        upstream_tags, _ = after["/".join(UPSTREAM)]
+        assert upstream_tags["dpone/fork_state"] == "deferred" and upstream_tags["dpone/fork_owner"] == "prod"
+
+        observe_run = fork_server.launch_job(RELEASE_LOCATION, OBSERVATION_JOB)
+        assert fork_server.wait_for_run(observe_run) == "SUCCESS"
+        run_id, model_seen = _latest_observation(fork_server, MODEL)
+        assert run_id == observe_run and model_seen["fork_state"] == "fork_materialized"
+        assert model_seen["snapshot_id"] == fork["/".join(MODEL)]["snapshot_id"]
+        run_id, upstream_seen = _latest_observation(fork_server, UPSTREAM)
+        assert run_id == observe_run
+        assert upstream_seen["fork_state"] == "deferred" and upstream_seen["fork_owner"] == "prod"
+        assert upstream_seen["snapshot_id"] == parent["/".join(UPSTREAM)]["snapshot_id"]
+
+        first_tick = fork_server.sensor_dry_run(RELEASE_LOCATION, FORK_SENSOR)
+        assert first_tick["error"] is None and first_tick["cursor"] and not first_tick["runRequests"]
+        assert first_tick["skipReason"].startswith("observed the fork state of")
+        assert "1 fork_materialized" in first_tick["skipReason"]
+        quiet_tick = fork_server.sensor_dry_run(RELEASE_LOCATION, FORK_SENSOR, cursor=first_tick["cursor"])
+        assert quiet_tick["skipReason"].startswith("no ancestor materialized since")
 
     assert set(fork) == {"/".join(MODEL)}
     metadata = fork["/".join(MODEL)]
@@ -67,3 +133,9 @@ def test_a_fork_materializes_one_model_and_defers_the_rest(webserver, ui_state_d
     assert tables["marts.fct_orders"]["fork_state"] == "fork_materialized"
     assert tables["staging.stg_orders"]["fork_state"] == "deferred"
     assert tables["staging.stg_orders"]["owner"] == "prod"
+
+
+def test_the_fork_sensor_skips_in_prod(webserver):
+    tick = webserver.sensor_dry_run(RELEASE_LOCATION, FORK_SENSOR)
+    assert tick["error"] is None and not tick["runRequests"]
+    assert "'prod' is not a fork" in tick["skipReason"]
