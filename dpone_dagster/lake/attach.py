@@ -32,8 +32,10 @@ ANCESTOR_OWNED_OPTIONS = FORK_RESERVED_OPTIONS | {
     "AUTOMATIC_MIGRATION",
     "CREATE_IF_NOT_EXISTS",
     "MIGRATE_IF_REQUIRED",
+    "METADATA_CATALOG",
 }
-"""Options an ancestor attach always sets itself: it must never write, migrate or create."""
+"""Options an ancestor attach always sets itself: it must never write, migrate or create. A named
+`METADATA_CATALOG` stays with the fork's own attach (one name cannot serve two attaches)."""
 
 _OPTION_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 

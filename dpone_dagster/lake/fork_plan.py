@@ -61,6 +61,7 @@ from dpone_dagster.lake.resolve import (
     LiveViews,
     ResolvedLake,
     TableName,
+    metadata_catalog,
     root_resolution,
 )
 from dpone_dagster.lake.sql import Statement
@@ -302,7 +303,8 @@ def resolve_workspace_lake(
     _register(workspace_id, lake, own, me, config, ports)
     adapter = ports.catalogs.for_kind(me.namespace.catalog.kind)
     alias = lake_alias(lake)
-    *setup, target = _secret_and_attach(me, alias, _target_options(me))
+    options = _target_options(me)
+    *setup, target = _secret_and_attach(me, alias, options)
     return ResolvedLake(
         alias=alias,
         workspace_id=workspace_id,
@@ -324,6 +326,7 @@ def resolve_workspace_lake(
         targets=targets,
         live=None if facts.live_views is None else _by_name(facts.live_views),
         read_live=lambda: _by_name(adapter.live_views(me.namespace)),
+        metadata_catalog=metadata_catalog(alias, option_value(options, "METADATA_CATALOG")),
     )
 
 

@@ -150,17 +150,22 @@ class DeferPlan:
         return tuple(out)
 
 
-def live_views_in_session(conn, alias: str) -> dict[TableName, str]:
-    """The live views of the DuckDB-file DuckLake attached as `alias`, read through its metadata
-    catalog in this session (DuckLake attaches it as `__ducklake_metadata_<alias>`)."""
-    ns = f"{quote_ident('__ducklake_metadata_' + alias)}.main"
+def metadata_catalog(alias: str, metadata_catalog_option: object = None) -> str:
+    """The name under which DuckLake attaches the catalog database of the lake attached as `alias`:
+    the `METADATA_CATALOG` option when given, else DuckLake's default `__ducklake_metadata_<alias>`."""
+    return str(metadata_catalog_option) if metadata_catalog_option else f"__ducklake_metadata_{alias}"
+
+
+def live_views_in_session(conn, catalog: str) -> dict[TableName, str]:
+    """The live views of a DuckDB-file DuckLake, read in this session through `catalog`, the
+    metadata catalog DuckLake attached for it (see `metadata_catalog`)."""
+    ns = f"{quote_ident(catalog)}.main"
     try:
         rows = conn.execute(LIVE_VIEWS_SQL.format(ns=ns)).fetchall()
     except Exception as exc:
         raise LakeError(
-            f"the live views of the fork catalog attached as {alias!r} cannot be read from its "
-            f"metadata catalog ({type(exc).__name__}); the DuckLake extension may have changed how "
-            "it attaches catalogs",
+            f"the live views of a fork catalog cannot be read from its metadata catalog {catalog!r} "
+            f"({type(exc).__name__}); the DuckLake extension may have changed how it attaches catalogs",
             code="lake.live_views_unreadable",
         ) from None
     return {TableName(schema, view): sql for schema, view, sql in rows}
@@ -189,6 +194,8 @@ class ResolvedLake:
     same round trip as its ancestor check); None means read them from the attached catalog."""
     read_live: Callable[[], LiveViews] | None = field(default=None, compare=False, repr=False)
     """Reads the live views without a session (opens the fork catalog apart); inspection only."""
+    metadata_catalog: str = ""
+    """Where the session finds the fork's catalog tables once attached (DuckDB-file catalogs)."""
 
     @cached_property
     def _planned_live(self) -> LiveViews:
@@ -290,7 +297,7 @@ class ResolvedLake:
             return {}
         if self.live is not None:
             return self.live
-        return live_views_in_session(conn, self.alias)
+        return live_views_in_session(conn, self.metadata_catalog or metadata_catalog(self.alias))
 
     @property
     def extensions(self) -> tuple[str, ...]:

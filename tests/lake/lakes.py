@@ -81,7 +81,7 @@ def _reset(conn) -> None:
         "SELECT database_name FROM duckdb_databases() WHERE NOT internal AND database_name <> 'memory'"
     ).fetchall()
     for (name,) in names:
-        conn.execute(f'DETACH "{name}"')
+        conn.execute(f'DETACH DATABASE IF EXISTS "{name}"')
     for (name,) in conn.execute("SELECT name FROM duckdb_secrets() WHERE NOT persistent").fetchall():
         conn.execute(f'DROP TEMPORARY SECRET "{name}"')
 

@@ -91,3 +91,24 @@ def test_apply_reads_live_views_in_its_session_not_from_the_plan(embedded_lake):
         conn.execute("CREATE OR REPLACE TABLE lake_main.orders AS SELECT 7 AS id")
         assert conn.execute("SELECT id FROM lake_main.orders").fetchall() == [(7,)]
     assert early.transition == ()
+
+
+def test_a_named_metadata_catalog_is_where_the_session_reads_live_views(embedded_lake):
+    """`METADATA_CATALOG` in a lake's settings renames the catalog the session reads; ancestors
+    never take it (two attaches under one metadata name would collide)."""
+    from dataclasses import replace
+
+    from .lakes import materialize
+
+    lake = embedded_lake.lake.model_copy(
+        update={"attach_args": {**embedded_lake.lake.attach_args, "metadata_catalog": "main_meta"}}
+    )
+    env = replace(embedded_lake, config=embedded_lake.config.model_copy(update={"lakes": (lake,)}))
+    materialize(env, "prod", "orders", "SELECT 1 AS id")
+    Workspaces(env.config).create_fork("wm-fork-a", "prod", owner="a")
+    assert run_sql(env, "wm-fork-a", [], fetch="SELECT id FROM lake_main.orders") == [(1,)]
+    resolved = resolve_workspace_lake("wm-fork-a", "main", env.config, parse_targets(["orders"]))
+    assert resolved.metadata_catalog == "main_meta"
+    assert all("METADATA_CATALOG" not in s for a in resolved.ancestors for s in (x.render() for x in a.statements))
+    materialize(env, "wm-fork-a", "orders", "SELECT 2 AS id")
+    assert run_sql(env, "wm-fork-a", [], fetch="SELECT id FROM lake_main.orders") == [(2,)]
