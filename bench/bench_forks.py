@@ -9,7 +9,7 @@ Rows, each against a baseline measured in the same run on the same machine, each
 4. resolution with 200 deferred tables over a 3-deep chain against running its ATTACH statements
    alone — first resolution (creates the views, against the ATTACHes that create the fork catalog)
    and steady state (views already live, against ATTACHes of existing catalogs);
-5. the floor under the first resolution: the same 200 CREATE VIEWs in a plain in-memory DuckDB;
+5. the floor under the first resolution: 200 trivial CREATE VIEWs in a plain in-memory DuckDB;
 6. creating the 200 views one autocommitted statement at a time against one transaction;
 7. a deferred read (through the fork's view) against the same read on the parent.
 
@@ -43,6 +43,7 @@ from dpone_dagster.workspaces.service import Workspaces
 SMALL_ROWS = 650_000  # about 10 MB of parquet (two random doubles per row)
 LARGE_ROWS = int(os.environ.get("BENCH_FORKS_LARGE_ROWS", 64_000_000))  # about 1 GB, the size
 VIEW_COUNT = 200
+ROUNDS = 30  # interleaved rounds for the ~0.1 s rows: on a loaded machine only a minimum is stable
 CHAIN = ("wm-fork-c1", "wm-fork-c2", "wm-fork-c3")
 
 Goal = tuple[str, float]
@@ -126,6 +127,11 @@ def _parent(config: DponeConfig, conn, rows: int, tables: int = 1) -> int:
     return sum(p.stat().st_size for p in storage.rglob("*") if p.is_file())
 
 
+def _load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"load average {one:.1f} (5 min {five:.1f}) on {os.cpu_count()} cores while measuring"
+
+
 def _size(nbytes: int) -> str:
     return f"{nbytes / 1e9:.2f} GB" if nbytes >= 1e9 else f"{nbytes / 1e6:.0f} MB"
 
@@ -155,7 +161,7 @@ def _size_rows(work: Path, conn) -> list[dict[str, object]]:
     small_action = _fork_create_and_resolve(small, conn, counter)
     large_action = _fork_create_and_resolve(large, conn, counter)
     small_s = large_s = float("inf")
-    for _ in range(15):
+    for _ in range(ROUNDS):
         small_s = min(small_s, small_action())
         large_s = min(large_s, large_action())
 
@@ -176,7 +182,8 @@ def _size_rows(work: Path, conn) -> list[dict[str, object]]:
         _row(
             f"fork create + first resolution: {_size(large_bytes)} parent vs {_size(small_bytes)} parent",
             small_s, large_s, ("<=", 1.1),
-            "create = control-store rows, resolution = plan + new fork catalog + READ_ONLY parent + 1 view",
+            "create = control-store rows, resolution = plan + new fork catalog + READ_ONLY parent + 1 view; "
+            + _load(),
         ),
         _row(
             f"fork create + first resolution vs a full copy of the {_size(large_bytes)} parent",
@@ -268,7 +275,7 @@ def _chain_rows(work: Path, conn) -> list[dict[str, object]]:
         plan().apply(conn)
         _reset(conn)
 
-    for _ in range(7):
+    for _ in range(ROUNDS):
         attach_s = min(attach_s, _best(attach_existing, repeats=1))
         steady_s = min(steady_s, _best(steady, repeats=1))
     views_share = views_s / first_attach_s
@@ -286,13 +293,14 @@ def _chain_rows(work: Path, conn) -> list[dict[str, object]]:
         _row(
             f"resolution, {VIEW_COUNT} deferred tables, 3-deep chain (steady: views live) vs its ATTACHes alone",
             attach_s, steady_s, ("<=", 1.5),
-            "plan (3 control-store queries) + ATTACHes + live views read from the attached catalog",
+            "plan (3 control-store queries) + ATTACHes + live views read from the attached catalog; " + _load(),
         ),
         _row(
-            f"floor: the same {len(wanted)} CREATE VIEWs in an in-memory DuckDB vs the first resolution's ATTACHes",
+            f"floor: {len(wanted)} trivial CREATE VIEWs in an in-memory DuckDB vs the first resolution's ATTACHes",
             first_attach_s, memory_s, None,
-            "DuckDB's own per-statement DDL cost, no DuckLake catalog"
-            + (f": {memory_s / first_attach_s:.1f}x on its own, above the 1.5x goal" if memory_s > 1.5 * first_attach_s else ""),
+            "DuckDB's own per-statement DDL cost, no DuckLake catalog: ATTACHes + these views = "
+            f"{1 + memory_s / first_attach_s:.1f}x the ATTACHes"
+            + (" (above the 1.5x goal before DuckLake adds anything)" if memory_s > 0.5 * first_attach_s else ""),
         ),
         _autocommit_row(conn, resolved, wanted),
     ]

@@ -243,9 +243,10 @@ def _defer_views(
     """A view per table owned up the chain (plus SCD2 companions); owners we cannot attach skipped."""
     views: list[DeferView] = []
     skipped: set[str] = set()
-    owned = nearest_owners(view.chain_ids, view.tracking)
+    chain_ids = view.chain_ids
+    owned = nearest_owners(chain_ids, view.tracking)
     for name, (index, entry) in sorted(owned.items()):
-        owner_id = view.chain_ids[index]
+        owner_id = chain_ids[index]
         owner = serving.get(owner_id)
         if owner is None or owner.workspace_id not in attachable:
             skipped.add(owner_id)
