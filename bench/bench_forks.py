@@ -40,6 +40,8 @@ from dpone_dagster.lake.resolve import DeferView, ResolvedLake, resolve
 from dpone_dagster.lake.tracking import record_materialization
 from dpone_dagster.workspaces.service import Workspaces
 
+from bench.timing import best_seconds
+
 SMALL_ROWS = 650_000  # about 10 MB of parquet (two random doubles per row)
 LARGE_ROWS = int(os.environ.get("BENCH_FORKS_LARGE_ROWS", 64_000_000))  # about 1 GB, the size
 VIEW_COUNT = 200
@@ -48,15 +50,6 @@ CHAIN = ("wm-fork-c1", "wm-fork-c2", "wm-fork-c3")
 
 Goal = tuple[str, float]
 _COMPARE = {"<=": operator.le, ">=": operator.ge}
-
-
-def _best(action: Callable[[], object], repeats: int = 5) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        action()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def _row(name: str, baseline: float, measured: float, goal: Goal | None, note: str = "") -> dict[str, object]:
@@ -276,8 +269,8 @@ def _chain_rows(work: Path, conn) -> list[dict[str, object]]:
         _reset(conn)
 
     for _ in range(ROUNDS):
-        attach_s = min(attach_s, _best(attach_existing, repeats=1))
-        steady_s = min(steady_s, _best(steady, repeats=1))
+        attach_s = min(attach_s, best_seconds(attach_existing, repeats=1))
+        steady_s = min(steady_s, best_seconds(steady, repeats=1))
     views_share = views_s / first_attach_s
     return [
         _trips_row(config),
@@ -336,7 +329,7 @@ def _views_in_memory(conn, wanted: tuple[DeferView, ...]) -> float:
         conn.execute("ROLLBACK")
 
     try:
-        return _best(create, repeats=5)
+        return best_seconds(create, repeats=5)
     finally:
         conn.execute("DETACH floor_db")
 
@@ -371,7 +364,7 @@ def _read_row(work: Path, conn) -> dict[str, object]:
     def read_in(workspace: str) -> float:
         resolve(workspace, config=config).apply(conn)
         conn.execute(query).fetchall()
-        seconds = _best(lambda: conn.execute(query).fetchall(), repeats=2)
+        seconds = best_seconds(lambda: conn.execute(query).fetchall(), repeats=2)
         _reset(conn)
         return seconds
 
