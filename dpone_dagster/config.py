@@ -163,10 +163,6 @@ class ReleaseConfig(_Closed):
             raise ValueError("must be a local directory or an s3://bucket/prefix/ address")
         return value
 
-    @property
-    def uses_s3(self) -> bool:
-        return self.authority_location.startswith("s3://") or self.registry_location.startswith("s3://")
-
     @model_validator(mode="after")
     def _distinct_locations(self) -> ReleaseConfig:
         if self.authority_location.rstrip("/") == self.registry_location.rstrip("/"):
