@@ -13,7 +13,7 @@ import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
-COLUMNS = ("name", "baseline_s", "measured_s", "ratio", "goal", "note")
+COLUMNS = ("name", "baseline_s", "measured_s", "ratio", "goal", "met", "note")
 
 
 def discover() -> list[str]:
@@ -27,7 +27,9 @@ def _cell(row: dict, column: str) -> str:
     if column in ("baseline_s", "measured_s") and isinstance(value, int | float):
         return f"{value:.4f}"
     if column == "ratio" and isinstance(value, int | float):
-        return f"{value:.2f}x"
+        return f"{value:.3g}x"
+    if column == "met" and isinstance(value, bool):
+        return "yes" if value else "NO"
     return str(value)
 
 

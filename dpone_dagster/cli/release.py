@@ -30,7 +30,7 @@ from dpone_dagster.defs.release.platform import object_store
 from dpone_dagster.errors import DponeError
 from dpone_dagster.release.bundle import PARENT_PATH, ReleaseBundle, open_bundle
 from dpone_dagster.release.install import read_deployment
-from dpone_dagster.release.install_records import DeploymentRecord
+from dpone_dagster.contracts.release_records import DeploymentRecord
 from dpone_dagster.release.object_stores import LocalDirectoryStore
 from dpone_dagster.release.registry import RELEASES, ReleaseRegistry
 

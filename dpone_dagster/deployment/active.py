@@ -13,7 +13,7 @@ from dpone_dagster.defs.release.settings import ReleaseSettings
 from dpone_dagster.errors import DponeError
 from dpone_dagster.release.admission import AdmissionView, admission_view
 from dpone_dagster.release.install import InstalledRelease, ReleaseCache
-from dpone_dagster.release.ports import Clock
+from dpone_dagster.clock import Clock
 
 
 class DeploymentLoadError(DponeError):

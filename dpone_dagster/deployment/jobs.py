@@ -21,7 +21,7 @@ from dpone_dagster.deployment.tasks import DormantTask
 from dpone_dagster.errors import DponeError
 from dpone_dagster.release.admission import AdmissionView, ExecutionDeniedError, RevocationEpochSource
 from dpone_dagster.release.install import InstalledRelease
-from dpone_dagster.release.ports import Clock
+from dpone_dagster.clock import Clock
 
 TAG_PREFIX = "dpone/"
 

@@ -32,7 +32,7 @@ from dpone_dagster.deployment.active import (
 from dpone_dagster.deployment.jobs import DeploymentRuntime, dormant_job
 from dpone_dagster.deployment.runtime import AccessLedger
 from dpone_dagster.deployment.tasks import dormant_tasks, job_names
-from dpone_dagster.release.ports import Clock, SystemClock
+from dpone_dagster.clock import Clock, SystemClock
 
 
 def build_definitions(settings: ReleaseSettings, *, clock: Clock | None = None) -> dg.Definitions:

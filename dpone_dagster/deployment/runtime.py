@@ -27,7 +27,7 @@ from dpone_dagster.config import resolve_secret
 from dpone_dagster.contracts.coded import CodedError
 from dpone_dagster.release.admission import DenialRecorder, RevocationEpochSource, RuntimeTask, StandardRuntimeLauncher
 from dpone_dagster.release.install import InstalledRelease
-from dpone_dagster.release.ports import Clock
+from dpone_dagster.clock import Clock
 
 _LOCK = threading.Lock()
 

@@ -3,7 +3,6 @@
 What a reader could get wrong: `ObjectStore.put_if_absent` is the only write an adapter offers,
 and it must be atomic and no-clobber (a reader never sees half an object, and an existing key is
 never replaced). The registry's "commit object written last" guarantee rests on it.
-`Clock` / `SystemClock` live in `dpone_dagster.clock`; they are re-exported here for older callers.
 """
 
 from __future__ import annotations
@@ -11,9 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Protocol, runtime_checkable
 
-from dpone_dagster.clock import Clock, SystemClock
-
-__all__ = ["Clock", "ObjectStore", "SystemClock", "TargetAdmission"]
 
 
 @runtime_checkable

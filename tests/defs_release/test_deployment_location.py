@@ -10,7 +10,7 @@ from dpone_dagster.deployment.location import build_definitions
 from dpone_dagster.deployment.runtime import AccessLedger, LedgeredCredentialResolver
 from dpone_dagster.errors import DponeError
 from dpone_dagster.release.admission import RuntimeTask, TaskKind
-from dpone_dagster.release.ports import SystemClock
+from dpone_dagster.clock import SystemClock
 
 
 def _jobs(setup) -> dict[str, dg.JobDefinition]:

@@ -21,7 +21,7 @@ from dpone_dagster.defs.release.run import ReleaseRunError, run_release_job
 from dpone_dagster.defs.release.settings import ReleaseSettings, release_settings
 from dpone_dagster.defs.release.synthetic_bootstrap import ensure_synthetic_authority
 from dpone_dagster.release.object_stores import LocalDirectoryStore
-from dpone_dagster.release.ports import SystemClock
+from dpone_dagster.clock import SystemClock
 
 from .conftest import REPO_ROOT, assert_no_private_values, materializations, step_failures
 

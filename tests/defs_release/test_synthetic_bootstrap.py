@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
 from dpone_dagster.authority.memory import FixedClock
+from dpone_dagster.clock import SystemClock
 from dpone_dagster.contracts.base import parse_document
 from dpone_dagster.contracts.grant import DevelopmentGrant
 from dpone_dagster.defs.release.platform import GRANT_KEY, ProtectedTargetDocument
 from dpone_dagster.defs.release.synthetic_bootstrap import GRANT_VALIDITY, ensure_synthetic_authority
-from dpone_dagster.release.ports import SystemClock
+from dpone_dagster.errors import ConfigError
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _grant(setup) -> DevelopmentGrant:
@@ -44,6 +48,16 @@ def test_an_expired_synthetic_grant_is_signed_again_with_the_next_sequence(fresh
 def test_a_configured_platform_never_gets_synthetic_authority(fresh, env_of):
     setup = env_of(fresh)
     setup.configured_platform = True
-    with pytest.raises(ValueError):
+    with pytest.raises(ConfigError) as info:
         ensure_synthetic_authority(setup.settings, SystemClock())
+    assert info.value.code == "config.synthetic_authority_misplaced"
     assert not setup.authority_dir.exists()
+
+
+def test_synthetic_authority_is_never_signed_into_s3(fresh, env_of):
+    setup = env_of(fresh)
+    relabelled = setup.settings.model_copy(update={"authority_location": "s3://bucket/authority/"})
+    with pytest.raises(ConfigError) as info:
+        ensure_synthetic_authority(relabelled, SystemClock())
+    assert info.value.code == "config.synthetic_authority_misplaced"
+    assert not (REPO_ROOT / "s3:").exists()

@@ -40,7 +40,8 @@ from dpone_dagster.defs.release.settings import ReleaseSettings
 from dpone_dagster.defs.release.synthetic_bootstrap import ensure_synthetic_authority
 from dpone_dagster.release.install import ReleaseCache
 from dpone_dagster.release.pipeline import ReleasePipeline, SourceIdentity
-from dpone_dagster.release.ports import Clock, SystemClock, TargetAdmission
+from dpone_dagster.clock import Clock, SystemClock
+from dpone_dagster.release.ports import TargetAdmission
 from dpone_dagster.release.registry import ReleaseRegistry
 from dpone_dagster.release.source import SourceTree, open_source
 from dpone_dagster.release.state import ReleaseStateMachine

@@ -25,7 +25,7 @@ from dpone_dagster.defs.release.platform import AuthorityDocuments, ProtectedTar
 from dpone_dagster.defs.release.settings import ReleaseSettings
 from dpone_dagster.deployment.active import read_only_cache
 from dpone_dagster.errors import DponeError
-from dpone_dagster.release.ports import SystemClock
+from dpone_dagster.clock import SystemClock
 from dpone_dagster.release.source import open_source
 from dpone_dagster.release.state import ReleaseState, ReleaseStateMachine
 

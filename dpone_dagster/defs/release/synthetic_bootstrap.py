@@ -32,6 +32,7 @@ from dpone_dagster.authority.synthetic import (
     synthetic_policy,
     synthetic_signers,
 )
+from dpone_dagster.clock import Clock
 from dpone_dagster.contracts.base import parse_document
 from dpone_dagster.contracts.bounds import format_timestamp, parse_timestamp
 from dpone_dagster.contracts.canonical import CanonicalError
@@ -46,9 +47,9 @@ from dpone_dagster.defs.release.platform import (
     ensure_private_dir,
 )
 from dpone_dagster.defs.release.settings import ReleaseSettings
+from dpone_dagster.errors import ConfigError
 from dpone_dagster.release.flows import capture_ordinary
 from dpone_dagster.release.native import WORKLOAD_RESOURCE_TYPES
-from dpone_dagster.release.ports import Clock
 from dpone_dagster.release.source import open_source
 
 log = logging.getLogger(__name__)
@@ -66,8 +67,11 @@ def ensure_synthetic_authority(settings: ReleaseSettings, clock: Clock) -> bool:
     Serialized across processes by a lock file, so two runs starting together never sign two
     different grants with the same sequence.
     """
-    if not settings.synthetic:
-        raise ValueError("the synthetic bootstrap only runs for the embedded default")
+    if not settings.synthetic or settings.authority_is_s3:
+        raise ConfigError(
+            "the synthetic bootstrap only signs into the embedded default's local directory",
+            code="config.synthetic_authority_misplaced",
+        )
     authority = ensure_private_dir(Path(settings.authority_location))
     with FileLock(str(authority.parent / "synthetic-authority.lock"), timeout=LOCK_TIMEOUT_SECONDS):
         return _ensure(settings, clock, authority)
