@@ -152,4 +152,5 @@ def synthetic_documents() -> dict[str, ContractModel]:
         "dpone.publication-receipt.v1": issuer.issue_publication(verified, projection),
         "dpone.materialization-receipt.v1": issuer.issue_materialization(verified, projection),
         "dpone.activation-receipt.v1": issuer.issue_activation(verified, projection, purpose="pointer_recovery"),
+        "dpone.cleanup-receipt.v1": issuer.issue_cleanup(),
     }

@@ -31,6 +31,7 @@ from dpone_dagster.contracts.receipts import (
     OPERATION_RECEIPT_TYPES,
     ActivationPurpose,
     ActivationReceipt,
+    CleanupReceipt,
     DevelopmentAuthorityReceipt,
     MaterializationReceipt,
     OperationReceipt,
@@ -125,6 +126,43 @@ class ReceiptIssuer:
     ) -> ActivationReceipt:
         return self._issue(ActivationReceipt, authority, projection, purpose=purpose)
 
+    def issue_cleanup(self) -> CleanupReceipt:
+        """A cleanup receipt for this target: no release, no grant; the live policy and epoch, now."""
+        self._require_non_production("non_production")
+        now = self._now()
+        live = self._live()
+        if live.policy_digest != self.target.policy_digest:
+            raise ActivationAuthorityError("policy_changed", "the target's pinned policy changed since verification")
+        return CleanupReceipt(
+            target_environment=self.target.environment,
+            trust_tier="non_production",
+            target_policy_digest=self.target.policy_digest,
+            revocation_epoch=live.revocation_epoch,
+            verified_at=format_timestamp(now),
+            expires_at=format_timestamp(now + self._lifetime),
+        )
+
+    def require_cleanup(self, receipt: object, *, after_preparation: bool = False) -> CleanupReceipt:
+        """Return `receipt` if it still admits cleanup on the live target (same rules as `require_current`)."""
+        try:
+            if receipt is None:
+                raise AdmissionError("admission.receipt_missing", "no receipt supplied for cleanup")
+            if type(receipt) is not CleanupReceipt:
+                raise AdmissionError("admission.receipt_kind_mismatch", "only a cleanup receipt admits cleanup")
+            self._require_non_production(receipt.trust_tier)
+            if receipt.target_environment != self.target.environment:
+                raise AdmissionError("admission.binding_mismatch", "the receipt was issued for a different target environment")
+            if receipt.target_policy_digest != self.target.policy_digest:
+                raise AdmissionError("admission.policy_mismatch", "the receipt was issued under a policy no longer pinned for this target")
+            if self._now() >= parse_timestamp(receipt.expires_at):
+                raise AdmissionError("admission.expired", f"the receipt expired at {receipt.expires_at}")
+            self._require_live(receipt.revocation_epoch)
+            return receipt
+        except (AdmissionError, ActivationAuthorityError) as error:
+            if after_preparation:
+                raise RecoveryRequiredError(error) from None
+            raise
+
     def require_current(
         self,
         receipt: OperationReceipt | None,
@@ -204,13 +242,17 @@ class ReceiptIssuer:
         if self.target.trust_tier != "non_production" or deployment_tier != "non_production":
             raise AdmissionError("admission.production_tier", "development authority never admits a production-tier target")
 
-    def _require_live(self, revocation_epoch: int) -> None:
+    def _live(self) -> CurrentTarget:
         try:
             live = self._verifier.current(self.target)
         except Exception:
             raise ActivationAuthorityError("verifier_failed", "the current-target verifier failed") from None
         if not isinstance(live, CurrentTarget):
             raise ActivationAuthorityError("verifier_failed", "the current-target verifier returned an invalid answer")
+        return live
+
+    def _require_live(self, revocation_epoch: int) -> None:
+        live = self._live()
         if live.policy_digest != self.target.policy_digest:
             raise ActivationAuthorityError("policy_changed", "the target's pinned policy changed since verification")
         if live.revocation_epoch != revocation_epoch:

@@ -23,6 +23,7 @@ from dpone_dagster.contracts.grant import DevelopmentGrant, GrantSignatures
 from dpone_dagster.contracts.policy import DevelopmentPolicy
 from dpone_dagster.contracts.receipts import (
     ActivationReceipt,
+    CleanupReceipt,
     DevelopmentAuthorityReceipt,
     MaterializationReceipt,
     PublicationReceipt,
@@ -74,6 +75,7 @@ def _types() -> dict[tuple[str, str | None], DocumentType]:
         DocumentType(PublicationReceipt.KIND, None, "development", PublicationReceipt),
         DocumentType(MaterializationReceipt.KIND, None, "development", MaterializationReceipt),
         DocumentType(ActivationReceipt.KIND, None, "development", ActivationReceipt),
+        DocumentType(CleanupReceipt.KIND, None, "development", CleanupReceipt),
     ]
     return {(entry.schema, entry.profile): entry for entry in entries}
 

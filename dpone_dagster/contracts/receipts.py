@@ -5,7 +5,10 @@ from a verified policy + grant, and nothing secret. `PublicationReceipt`, `Mater
 and `ActivationReceipt` each admit one kind of protected operation for one exact release, deployment
 and target; each has its own `schema` literal, so one can never be parsed, digested or accepted as
 another. An `ActivationReceipt` also covers pointer-changing recovery and audit-only repair, named
-by its `purpose`.
+by its `purpose`, and the rollback to the previous immutable deployment (`purpose: rollback`).
+`CleanupReceipt` admits removing unreferenced registry blobs and abandoned cache staging of one
+target: it binds no release (cleanup never touches a referenced object), only the target, its
+pinned policy digest, the live revocation epoch and a short expiry.
 
 The one thing a reader could get wrong: holding a receipt is not enough. A receipt records the
 policy digest and revocation epoch *at issue time*; `ReceiptIssuer.require_current` must re-check
@@ -37,8 +40,9 @@ AUTHORITY_RECEIPT_SCHEMA = "dpone.development-authority-receipt.v1"
 PUBLICATION_RECEIPT_SCHEMA = "dpone.publication-receipt.v1"
 MATERIALIZATION_RECEIPT_SCHEMA = "dpone.materialization-receipt.v1"
 ACTIVATION_RECEIPT_SCHEMA = "dpone.activation-receipt.v1"
+CLEANUP_RECEIPT_SCHEMA = "dpone.cleanup-receipt.v1"
 
-ActivationPurpose = Literal["activate", "pointer_recovery", "audit_repair"]
+ActivationPurpose = Literal["activate", "pointer_recovery", "audit_repair", "rollback"]
 
 
 class DevelopmentAuthorityReceipt(GrantScope):
@@ -111,6 +115,28 @@ class ActivationReceipt(_OperationReceipt):
     schema_: Literal["dpone.activation-receipt.v1"] = Field(default=ACTIVATION_RECEIPT_SCHEMA, alias="schema")
     operation: Literal["activate"] = "activate"
     purpose: ActivationPurpose
+
+
+class CleanupReceipt(ContractModel):
+    """Admits garbage collection (unreferenced blobs, abandoned staging) on one target; binds no release."""
+
+    KIND = CLEANUP_RECEIPT_SCHEMA
+    OPERATION: ClassVar[str] = "cleanup"
+
+    schema_: Literal["dpone.cleanup-receipt.v1"] = Field(default=CLEANUP_RECEIPT_SCHEMA, alias="schema")
+    operation: Literal["cleanup"] = "cleanup"
+    target_environment: Name
+    trust_tier: Literal["non_production"]
+    target_policy_digest: Digest
+    revocation_epoch: Count
+    verified_at: Timestamp
+    expires_at: Timestamp
+
+    @model_validator(mode="after")
+    def _expiry_after_verification(self) -> CleanupReceipt:
+        if parse_timestamp(self.expires_at) <= parse_timestamp(self.verified_at):
+            raise ValueError("expires_at must be later than verified_at")
+        return self
 
 
 OperationReceipt = PublicationReceipt | MaterializationReceipt | ActivationReceipt

@@ -8,7 +8,9 @@
 - `ActivationIntent` (`dpone.activation-intent.v1`): a prepared activation, present until audited;
 - `CurrentPointer` (`dpone.current-deployment.v1`): the active deployment;
 - `AuditEntry` (`dpone.activation-audit-entry.v1`): one line of the activation audit log,
-  hash-chained to the line before by `previous_entry_sha256`.
+  hash-chained to the line before by `previous_entry_sha256`;
+- `RegistryLease` (`dpone.registry-lease.v1`): a publication, materialization or cleanup in
+  flight, under `leases/` of the registry; cleanup refuses while another holder's lease is live.
 
 All are canonical JSON read back with `parse_document(Model, bytes)` at a known storage path, so a
 hand-edited or torn file is refused rather than half-understood. They are not in the dispatch table
@@ -45,7 +47,9 @@ AUDIT_ENTRY_SCHEMA = "dpone.activation-audit-entry.v1"
 MAX_MEMBERS = 50_000
 
 ActivationAction = Literal["activate", "rollback"]
-AuthorizedBy = Literal["activate", "pointer_recovery", "audit_repair"]
+AuthorizedBy = Literal["activate", "pointer_recovery", "audit_repair", "rollback"]
+LEASE_SCHEMA = "dpone.registry-lease.v1"
+LeaseHolder = Literal["publication", "materialization", "cleanup"]
 
 
 class MemberDigest(ContractModel):
@@ -127,3 +131,15 @@ class AuditEntry(_ActivationSubject):
     authorized_by: AuthorizedBy
     receipt_digest: Digest
     recorded_at: Timestamp
+
+
+class RegistryLease(ContractModel):
+    """One operation in flight on a registry; abandoned once `expires_at` has passed."""
+
+    KIND = LEASE_SCHEMA
+
+    schema_: Literal["dpone.registry-lease.v1"] = Field(default=LEASE_SCHEMA, alias="schema")
+    holder: LeaseHolder
+    lease_id: Identifier
+    acquired_at: Timestamp
+    expires_at: Timestamp
