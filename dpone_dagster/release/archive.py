@@ -1,30 +1,22 @@
-"""Hostile-input primitives for source reading: limits, member-name rules, and per-format member streams.
+"""Hostile-input primitives for source reading: limits, member-name rules, metered streams, checkouts.
 
-`source.py` drives these: it walks the members of one format (tar, tar.gz, zip, or a checkout
-directory) through one generic pass that validates every name and type, caps counts and bytes, and
-hashes while reading. This module only turns each format into a stream of `Entry` values and
-enforces what only the format can know: tar extended-header sizes, the gzip/zip compression ratio
-over bytes actually decompressed, and zip central-directory sanity (entry count read from the end
-record before `zipfile` parses anything, and no two entries sharing bytes: CVE-2024-0450).
+`source.py` drives these: it walks the members of one format (tar and tar.gz in `archive_tar.py`,
+zip in `archive_zip.py`, a checkout directory here) through one generic pass that validates every
+name and type, caps counts and bytes, and hashes while reading. The format modules parse their
+headers themselves (never `tarfile`/`zipfile` readers, which cannot be bounded) and enforce what
+only the format can know.
 
-The one thing a reader could get wrong: a declared size (tar header, zip `file_size`) is never
+The one thing a reader could get wrong: a declared size (tar header, zip central record) is never
 trusted on its own. Every cap is enforced again on the bytes actually read, and `check_member_name`
-must see the raw name as stored (`ZipInfo.orig_filename`, not `filename`, which zipfile truncates
-at a NUL byte).
+must see the raw name exactly as stored (a NUL inside a zip name is refused, not truncated).
 """
 
 from __future__ import annotations
 
-import gzip
-import hashlib
 import io
-import lzma
 import os
 import stat
-import struct
-import tarfile
 import unicodedata
-import zipfile
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -59,7 +51,13 @@ class SourceError(CodedError):
         "source.link_member": "A member is a symbolic or hard link; only regular files and directories are accepted.",
         "source.special_member": "A member is a device, FIFO, socket, sparse or other special file.",
         "source.symlink_escape": "A checkout symlink points outside the checkout, at a directory, or nowhere.",
-        "source.unsupported_member": "A zip entry is encrypted or uses an unsupported compression method.",
+        "source.not_regular_file": "The source path is neither a regular file nor a directory (a FIFO, device, socket or a link to one).",
+        "source.unsupported_member": "A zip entry is encrypted.",
+        "source.unsupported_compression": "A zip entry is neither stored nor deflated (bzip2, LZMA and other methods are refused).",
+        "source.ambiguous_archive": "A zip has more than one end-of-central-directory record, or its end record and central directory disagree on the entries.",
+        "source.header_chain": "A tar member is preceded by more than one extended header of one kind (chained pax or GNU long-name headers).",
+        "source.global_header": "A tar holds more than one pax global header, or one that sets anything but a comment or times.",
+        "source.stream_too_large": "The decompressed tar stream is larger than the source byte limit allows.",
         "source.header_too_large": "A tar extended header (pax or GNU long name) is larger than allowed.",
         "source.overlapping_entries": "Zip entries share or overlap their bytes (a zip bomb construction).",
         "source.too_many_members": "The source holds more members than the limit allows.",
@@ -231,7 +229,7 @@ class MeteredReader(io.RawIOBase):
         return len(data)
 
 
-_DECODER_ERRORS = (tarfile.TarError, zipfile.BadZipFile, EOFError, OSError, ValueError, zlib.error, lzma.LZMAError)
+_DECODER_ERRORS = (EOFError, OSError, ValueError, zlib.error)
 
 
 class RatioGuard:
@@ -255,7 +253,8 @@ def read_chunks(reader: BinaryIO) -> Iterator[bytes]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Formats. Each yields Entry values; `archive_sha256()` is final once iteration has finished.
+# Formats (tar: archive_tar.py, zip: archive_zip.py, checkouts here). Each yields Entry values;
+# `archive_sha256()` is final once iteration has finished.
 
 
 def sniff_format(head: bytes) -> Literal["gzip", "zip", "tar"] | None:
@@ -266,209 +265,6 @@ def sniff_format(head: bytes) -> Literal["gzip", "zip", "tar"] | None:
     if len(head) >= 262 and head[257:262] == b"ustar":
         return "tar"
     return None
-
-
-class _BoundedTarInfo(tarfile.TarInfo):
-    """TarInfo that refuses oversized extended headers before tarfile reads them into memory."""
-
-    _EXTENDED = (tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE)
-
-    def _proc_member(self, tarfile_):  # noqa: ANN001 - stdlib hook
-        if self.type in self._EXTENDED and self.size > MAX_EXTENDED_HEADER_BYTES:
-            raise fail("source.header_too_large", "a tar extended header exceeds 64 KiB")
-        return super()._proc_member(tarfile_)
-
-
-def _tar_kind(info: tarfile.TarInfo) -> EntryKind:
-    if info.type in (tarfile.REGTYPE, tarfile.AREGTYPE) and info.sparse is None:
-        return "file"
-    if info.type == tarfile.DIRTYPE:
-        return "dir"
-    if info.type == tarfile.SYMTYPE:
-        return "symlink"
-    if info.type == tarfile.LNKTYPE:
-        return "hardlink"
-    return "special"
-
-
-class TarFormat:
-    """A tar or gzip-compressed tar read strictly sequentially from an open file descriptor."""
-
-    def __init__(self, handle: BinaryIO, limits: SourceLimits, *, compressed: bool, filter_root: str) -> None:
-        self._handle = handle
-        self._limits = limits
-        self._compressed = compressed
-        self._filter_root = filter_root
-        self._hasher = None
-        self._raw: MeteredReader | None = None
-
-    def entries(self) -> Iterator[Entry]:
-        self._handle.seek(0)
-        self._hasher = hashlib.sha256()
-        raw = MeteredReader(self._handle, self._on_raw)
-        self._raw = raw
-        stream: BinaryIO = raw  # type: ignore[assignment]
-        if self._compressed:
-            guard = RatioGuard(self._limits, lambda: raw.count)
-            stream = MeteredReader(gzip.GzipFile(fileobj=raw, mode="rb"), lambda chunk: guard.add(len(chunk)))  # type: ignore[assignment]
-        try:
-            with tarfile.open(fileobj=stream, mode="r|", tarinfo=_BoundedTarInfo, bufsize=CHUNK_BYTES) as archive:
-                for info in archive:
-                    kind = _tar_kind(info)
-                    reader = archive.extractfile(info) if kind == "file" else None
-                    metered = MeteredReader(reader, _ignore) if reader is not None else None
-                    yield Entry(info.name, kind, info.size, metered)
-                    if kind in ("file", "dir"):
-                        self._second_layer(info)
-        except SourceError:
-            raise
-        except (tarfile.TarError, EOFError, OSError, ValueError) as error:
-            raise fail("source.archive_invalid", f"the tar stream is invalid ({type(error).__name__})") from None
-        while raw.read(CHUNK_BYTES):
-            pass
-
-    def _second_layer(self, info: tarfile.TarInfo) -> None:
-        try:
-            tarfile.data_filter(info, self._filter_root)
-        except tarfile.FilterError:
-            raise fail("source.unsafe_member", f"member {shown(info.name)} was refused by the tar data filter") from None
-
-    def _on_raw(self, chunk: bytes) -> None:
-        self._hasher.update(chunk)  # type: ignore[union-attr]
-        if self._raw is not None and self._raw.count > self._limits.max_archive_bytes:
-            raise fail("source.archive_too_large", "the archive is larger than the source byte limit allows")
-
-    def archive_sha256(self) -> str:
-        return self._hasher.hexdigest()  # type: ignore[union-attr]
-
-
-_EOCD = struct.Struct("<4s4H2LH")
-_ZIP64_LOCATOR = struct.Struct("<4sLQL")
-_ZIP64_EOCD = struct.Struct("<4sQ2H2L4Q")
-_LOCAL_HEADER = struct.Struct("<4s5H3L2H")
-_ALLOWED_COMPRESSION = {zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA}
-
-
-def zip_declared_entries(handle: BinaryIO, size: int) -> tuple[int, int]:
-    """(entry count, central directory size) from the end records, read before zipfile parses anything."""
-    try:
-        return _zip_end_records(handle, size)
-    except struct.error:
-        raise fail("source.archive_invalid", "the zip end records are truncated") from None
-
-
-def _zip_end_records(handle: BinaryIO, size: int) -> tuple[int, int]:
-    tail_length = min(size, _EOCD.size + 65535)
-    handle.seek(size - tail_length)
-    tail = handle.read(tail_length)
-    position = tail.rfind(b"PK\x05\x06")
-    while position >= 0 and not (
-        position + _EOCD.size <= len(tail) and position + _EOCD.size + struct.unpack_from("<H", tail, position + 20)[0] == len(tail)
-    ):
-        position = tail.rfind(b"PK\x05\x06", 0, position)
-    if position < 0:
-        raise fail("source.archive_invalid", "the zip end-of-central-directory record is missing")
-    _, _, _, _, entries, directory_size, _, _ = _EOCD.unpack_from(tail, position)
-    if entries == 0xFFFF or directory_size == 0xFFFFFFFF:
-        locator_at = size - tail_length + position - _ZIP64_LOCATOR.size
-        if locator_at < 0:
-            raise fail("source.archive_invalid", "the zip64 end record locator is missing")
-        handle.seek(locator_at)
-        signature, _, record_at, _ = _ZIP64_LOCATOR.unpack(handle.read(_ZIP64_LOCATOR.size))
-        if signature != b"PK\x06\x07" or record_at + _ZIP64_EOCD.size > size:
-            raise fail("source.archive_invalid", "the zip64 end record locator is invalid")
-        handle.seek(record_at)
-        record = _ZIP64_EOCD.unpack(handle.read(_ZIP64_EOCD.size))
-        if record[0] != b"PK\x06\x06":
-            raise fail("source.archive_invalid", "the zip64 end record is invalid")
-        entries, directory_size = record[7], record[8]
-    return entries, directory_size
-
-
-def _zip_kind(info: zipfile.ZipInfo) -> EntryKind:
-    mode = info.external_attr >> 16
-    file_type = stat.S_IFMT(mode)
-    if info.create_system == 3 and file_type:
-        if stat.S_ISLNK(mode):
-            return "symlink"
-        if stat.S_ISDIR(mode):
-            return "dir"
-        if not stat.S_ISREG(mode):
-            return "special"
-    return "dir" if info.orig_filename.endswith("/") else "file"
-
-
-class ZipFormat:
-    """A zip archive, checked from its end records and local headers before any entry is inflated."""
-
-    def __init__(self, handle: BinaryIO, limits: SourceLimits, size: int) -> None:
-        self._handle = handle
-        self._limits = limits
-        self._size = size
-        self._sha256 = ""
-
-    def entries(self) -> Iterator[Entry]:
-        entries, directory_size = zip_declared_entries(self._handle, self._size)
-        if entries > self._limits.max_members:
-            raise fail("source.too_many_members", f"the zip declares more than {self._limits.max_members} entries")
-        if directory_size > entries * (46 + 3 * self._limits.max_path_bytes + 1024) + 1024:
-            raise fail("source.archive_invalid", "the zip central directory is larger than its entries explain")
-        self._handle.seek(0)
-        try:
-            archive = zipfile.ZipFile(self._handle)
-        except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError):
-            raise fail("source.archive_invalid", "the zip central directory is invalid") from None
-        with archive:
-            infos = archive.infolist()
-            if len(infos) > self._limits.max_members:
-                raise fail("source.too_many_members", f"the zip holds more than {self._limits.max_members} entries")
-            self._check_layout(infos, archive.start_dir)
-            consumed = 0
-            guard = RatioGuard(self._limits, lambda: consumed)
-            for info in infos:
-                kind = _zip_kind(info)
-                if kind != "file":
-                    yield Entry(info.orig_filename, kind, info.file_size)
-                    continue
-                if info.flag_bits & 0x1:
-                    raise fail("source.unsupported_member", f"entry {shown(info.orig_filename)} is encrypted")
-                if info.compress_type not in _ALLOWED_COMPRESSION:
-                    raise fail("source.unsupported_member", f"entry {shown(info.orig_filename)} uses an unsupported compression method")
-                consumed += info.compress_size
-                try:
-                    with archive.open(info) as inner:
-                        yield Entry(info.orig_filename, "file", info.file_size, MeteredReader(inner, lambda chunk: guard.add(len(chunk))))
-                except SourceError:
-                    raise
-                except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError, RuntimeError):
-                    raise fail("source.archive_invalid", f"entry {shown(info.orig_filename)} is corrupt") from None
-        self._handle.seek(0)
-        hasher = hashlib.sha256()
-        for chunk in read_chunks(self._handle):
-            hasher.update(chunk)
-        self._sha256 = hasher.hexdigest()
-
-    def _check_layout(self, infos: list[zipfile.ZipInfo], directory_start: int) -> None:
-        """Every entry's local header + data must lie before the central directory, disjoint from all others."""
-        spans = []
-        for info in infos:
-            self._handle.seek(info.header_offset)
-            header = self._handle.read(_LOCAL_HEADER.size)
-            if len(header) != _LOCAL_HEADER.size or header[:4] != b"PK\x03\x04":
-                raise fail("source.archive_invalid", f"entry {shown(info.orig_filename)} has no local header")
-            fields = _LOCAL_HEADER.unpack(header)
-            name_length, extra_length = fields[9], fields[10]
-            end = info.header_offset + _LOCAL_HEADER.size + name_length + extra_length + info.compress_size
-            if info.flag_bits & 0x8:
-                end += 12
-            spans.append((info.header_offset, end, info.orig_filename))
-        spans.sort()
-        for (_, end, name), (following_start, _, _) in zip(spans, spans[1:] + [(directory_start, 0, "")]):
-            if end > following_start:
-                raise fail("source.overlapping_entries", f"entry {shown(name)} overlaps another entry or the central directory")
-
-    def archive_sha256(self) -> str:
-        return self._sha256
 
 
 class CheckoutFormat:

@@ -39,17 +39,17 @@ from dpone_dagster.contracts.identity import digest
 from dpone_dagster.release.archive import (
     CHUNK_BYTES,
     CheckoutFormat,
+    NameRegistry,
     SourceError,
     SourceLimits,
-    TarFormat,
-    ZipFormat,
-    NameRegistry,
     check_member_name,
     fail,
     read_chunks,
     shown,
     sniff_format,
 )
+from dpone_dagster.release.archive_tar import TarFormat
+from dpone_dagster.release.archive_zip import ZipFormat
 
 SNAPSHOT_KIND = "dpone.source-snapshot.v1"
 SNAPSHOT_SCHEMA = "dpone.source-snapshot.v1"
@@ -130,6 +130,7 @@ class SourceTree:
         self._root = root
         self._snapshot = snapshot
         self.archive_sha256 = archive_sha256
+        self.declared_commit: str | None = None
 
     @property
     def root(self) -> Path:
@@ -176,17 +177,23 @@ def open_source(
 
     `exclude` names directories/files skipped at any depth of a checkout; archives are taken whole.
     """
-    source = Path(path)
-    if source.is_dir():
-        return _materialize(lambda: CheckoutFormat(source, exclude), limits, work_dir, archive=False)
+    source = Path(os.path.realpath(path))
     try:
-        handle = open(source, "rb")  # noqa: SIM115 - closed below, shared by both passes
+        status = os.lstat(source)
+    except OSError:
+        raise fail("source.unreadable", "the source path cannot be found or read") from None
+    if stat.S_ISDIR(status.st_mode):
+        return _materialize(lambda: CheckoutFormat(source, exclude), limits, work_dir, archive=False)
+    if not stat.S_ISREG(status.st_mode):
+        raise fail("source.not_regular_file", "the source path is neither a regular file nor a directory")
+    try:
+        descriptor = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         raise fail("source.unreadable", "the source archive cannot be opened") from None
-    with handle:
+    with open(descriptor, "rb", closefd=True) as handle:
         info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise fail("source.unsupported_format", "the source is neither a directory nor a regular archive file")
+        if not stat.S_ISREG(info.st_mode) or (info.st_dev, info.st_ino) != (status.st_dev, status.st_ino):
+            raise fail("source.not_regular_file", "the source path changed into something other than a regular file")
         if info.st_size > limits.max_archive_bytes:
             raise fail("source.archive_too_large", "the archive is larger than the source byte limit allows")
         kind = sniff_format(handle.read(512))
@@ -197,7 +204,9 @@ def open_source(
             fmt = ZipFormat(handle, limits, info.st_size)
         else:
             raise fail("source.unsupported_format", "the source is not a tar, tar.gz or zip archive")
-        return _materialize(lambda: fmt, limits, work_dir, archive=True)
+        tree = _materialize(lambda: fmt, limits, work_dir, archive=True)
+        tree.declared_commit = fmt.declared_commit
+        return tree
 
 
 def _materialize(make_format: Callable[[], object], limits: SourceLimits, work_dir, *, archive: bool) -> SourceTree:
