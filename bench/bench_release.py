@@ -25,7 +25,7 @@ from dpone_dagster.release.bundle import open_bundle
 from dpone_dagster.release.install import ReleaseCache
 from dpone_dagster.release.object_stores import LocalDirectoryStore
 from dpone_dagster.release.registry import ReleaseRegistry
-from dpone_dagster.release.synthetic import SyntheticTarget, synthetic_release
+from tests.release.fabricated import SyntheticTarget, synthetic_release
 
 from bench.timing import best_seconds, ratio_row
 

@@ -6,7 +6,7 @@ manifest plus the exact SQL bytes into the canonical executable projection (`Flo
 all hooks, each with its generated command; public resources normalized to millicores and bytes
 and checked against their limits and the policy ceiling; the alias-only connection projection; the
 declared logical writes, verified against what the SQL actually writes; and the fingerprint.
-Capture rebuilds every pack with it, and `python -m dpone_dagster.release.packs build-fixtures`
+Capture rebuilds every pack with it, and `python -m dpone_dagster.release.pack_fixtures build-fixtures`
 writes the committed packs of `dbt_project_synthetic/flows/` with it, so the two cannot disagree.
 
 Manifests are hostile input. Before model validation the raw YAML is scanned so that the refusals
@@ -22,12 +22,9 @@ are refused outright.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import re
-import sys
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, Protocol
 
 import yaml
@@ -410,42 +407,3 @@ def _projections(manifest: FlowManifest) -> list[ConnectionProjection]:
         )
         for connection in sorted(manifest.connections, key=lambda item: item.alias)
     ]
-
-
-# ---------------------------------------------------------------------------------------------
-# Fixture generator CLI
-
-
-def _main(argv: list[str] | None = None) -> int:
-    from dpone_dagster.contracts.flows import ResourceCeiling
-    from dpone_dagster.release.flows import rebuild_packs
-    from dpone_dagster.release.source import open_source
-
-    parser = argparse.ArgumentParser(prog="python -m dpone_dagster.release.packs")
-    commands = parser.add_subparsers(dest="command", required=True)
-    build = commands.add_parser("build-fixtures", help="rebuild the committed pack.json of every synthetic flow")
-    build.add_argument("--source", default=str(Path(__file__).resolve().parents[2] / "dbt_project_synthetic"))
-    build.add_argument("--check", action="store_true", help="only report packs that differ; write nothing")
-    arguments = parser.parse_args(argv)
-
-    source_root = Path(arguments.source)
-    ceiling = ResourceCeiling(max_cpu_millicores=FIXTURE_MAX_CPU_MILLICORES, max_memory_bytes=FIXTURE_MAX_MEMORY_BYTES)
-    with open_source(source_root) as tree:
-        packs = rebuild_packs(tree, ceiling=ceiling)
-    stale = []
-    for path, data in sorted(packs.items()):
-        target = source_root / path
-        if not target.exists() or target.read_bytes() != data:
-            stale.append(path)
-            if not arguments.check:
-                target.write_bytes(data)
-    for path in stale:
-        print(("stale " if arguments.check else "wrote ") + path)
-    return 1 if stale and arguments.check else 0
-
-
-FIXTURE_MAX_CPU_MILLICORES = 4000
-FIXTURE_MAX_MEMORY_BYTES = 8 * 1024**3
-
-if __name__ == "__main__":
-    sys.exit(_main())

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from dpone_dagster.cli import app
 from dpone_dagster.release.object_stores import S3Store
 from dpone_dagster.release.registry import ReleaseRegistry, commit_key
-from dpone_dagster.release.synthetic import SyntheticTarget, synthetic_release
+from tests.release.fabricated import SyntheticTarget, synthetic_release
 
 pytestmark = pytest.mark.s3
 

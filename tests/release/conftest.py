@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from dpone_dagster.release.synthetic import SyntheticRelease, SyntheticTarget, synthetic_release
+from tests.release.fabricated import SyntheticRelease, SyntheticTarget, synthetic_release
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from dpone_dagster.release.admission import (
     admission_view,
     admit,
 )
-from dpone_dagster.release.synthetic import SyntheticTarget, synthetic_release
+from tests.release.fabricated import SyntheticTarget, synthetic_release
 
 NOW = datetime(2026, 1, 5, 10, 0, tzinfo=UTC)
 EXPIRES = NOW + timedelta(hours=23)

@@ -17,7 +17,7 @@ from dpone_dagster.release.errors import (
     MembershipError,
     SourceClosureError,
 )
-from dpone_dagster.release.synthetic import (
+from tests.release.fabricated import (
     MemorySource,
     SyntheticTarget,
     synthetic_capture,

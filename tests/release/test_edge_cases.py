@@ -31,7 +31,7 @@ from dpone_dagster.release.object_stores import LocalDirectoryStore
 from dpone_dagster.release.pipeline import ReleasePipeline, SourceIdentity
 from dpone_dagster.release.registry import RELEASES, ReleaseRegistry
 from dpone_dagster.release.source import open_source
-from dpone_dagster.release.synthetic import SyntheticTarget, synthetic_release
+from tests.release.fabricated import SyntheticTarget, synthetic_release
 
 FLOWS = Path(__file__).resolve().parents[2] / "dbt_project_synthetic" / "flows"
 

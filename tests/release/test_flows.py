@@ -76,7 +76,7 @@ def test_committed_packs_equal_a_rebuild() -> None:
         packs = rebuild_packs(tree, ceiling=CEILING)
     assert sorted(packs) == [f"flows/{name}/pack.json" for name in ("customer_order_counts", "orders_snapshot", "weekly_revenue")]
     for path, data in packs.items():
-        assert (SYNTHETIC / path).read_bytes() == data, f"{path} is stale: run python -m dpone_dagster.release.packs build-fixtures"
+        assert (SYNTHETIC / path).read_bytes() == data, f"{path} is stale: run python -m dpone_dagster.release.pack_fixtures build-fixtures"
 
 
 def test_capture_of_the_synthetic_flows(source: Path) -> None:
@@ -337,7 +337,7 @@ def test_pack_fingerprint_golden_vector() -> None:
 
 
 def test_build_fixtures_cli_checks_and_rewrites(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from dpone_dagster.release.packs import _main
+    from dpone_dagster.release.pack_fixtures import main as _main
 
     root = tmp_path / "source"
     shutil.copytree(SYNTHETIC / "flows", root / "flows")

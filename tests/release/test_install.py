@@ -10,7 +10,7 @@ from dpone_dagster.authority.target_admission import ActivationAuthorityError, A
 from dpone_dagster.release.errors import ActivationError, BudgetExceededError, DurabilityUncertainError, IntegrityError
 from dpone_dagster.release.install import ReleaseCache
 from dpone_dagster.release.local_files import LocalFiles
-from dpone_dagster.release.synthetic import synthetic_release
+from tests.release.fabricated import synthetic_release
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from dpone_dagster.release.pipeline import ReleasePipeline, SourceIdentity
 from dpone_dagster.release.registry import ReleaseRegistry
 from dpone_dagster.release.source import open_source
 from dpone_dagster.release.state import ReleaseState, ReleaseStateMachine
-from dpone_dagster.release.synthetic import SyntheticTarget
+from tests.release.fabricated import SyntheticTarget
 
 SYNTHETIC = Path(__file__).resolve().parents[2] / "dbt_project_synthetic"
 IDENTITY = SourceIdentity(SYNTHETIC_REPOSITORY, SYNTHETIC_COMMIT)

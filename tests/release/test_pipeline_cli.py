@@ -11,7 +11,7 @@ from dpone_dagster.cli import app
 from dpone_dagster.release.install import ReleaseCache
 from dpone_dagster.release.object_stores import LocalDirectoryStore
 from dpone_dagster.release.registry import ReleaseRegistry, commit_key
-from dpone_dagster.release.synthetic import SyntheticTarget, synthetic_release
+from tests.release.fabricated import SyntheticTarget, synthetic_release
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import pytest
 from dpone_dagster.release.errors import DurabilityUncertainError, RegistryError
 from dpone_dagster.release.object_stores import LocalDirectoryStore, S3Store, require_key
 from dpone_dagster.release.registry import RELEASES, ReleaseRegistry, blob_key, commit_key
-from dpone_dagster.release.synthetic import synthetic_release
+from tests.release.fabricated import synthetic_release
 
 
 @pytest.fixture(params=["local", "s3"])

@@ -1,16 +1,23 @@
-"""SYNTHETIC ONLY: release inputs and a synthetic delivery target for tests, the demo and the bench.
+"""FABRICATED TEST INPUTS (never shipped): hand-made release inputs and a synthetic delivery target.
+
+This module lives under `tests/` on purpose: nothing in `dpone_dagster` may import it (the import
+graph test, `test_import_graph.py`, fails if anything does). Tests and the bench import it as
+`tests.release.fabricated`.
 
 - `MemorySource`: a verified in-memory source snapshot (same `snapshot` / `read_bytes` shape as
   `SourceTree`), so composition can be exercised without a checkout;
-- `synthetic_workload(...)`: a captured ordinary workload with its exact source files;
-- `synthetic_native(...)`: a native compilation shaped exactly like `compile_native`'s output, for
-  tests that need many fast compositions (the real dbt compile is tested separately);
+- `synthetic_workload(...)`: a captured ordinary workload with its exact source files (a
+  hand-written `pack.json`, no pack builder);
+- `synthetic_native(...)`: a native compilation shaped like `compile_native`'s output but with no
+  dbt at all, for tests that need many fast compositions. Anything claimed about the real
+  compiled project is proven on the real compile instead (`test_real_release.py`);
 - `SyntheticTarget`: the synthetic authority (`dpone_dagster.authority.synthetic`) plus a live
   current-target verifier (`ControllableCurrentTarget`) whose policy and epoch tests can change,
   and a real `ReceiptIssuer`.
 
-The one thing a reader could get wrong: everything here is derived from public labels and a fixed
-clock. Nothing it produces is authority for a real target.
+The one thing a reader could get wrong: a release built here proves nothing about dbt or the flow
+capture; it is derived from public labels and a fixed clock, and nothing it produces is authority
+for a real target.
 """
 
 from __future__ import annotations
