@@ -5,14 +5,27 @@
 enforce `ON DELETE SET NULL` without a per-connection pragma. `workspace_lake` holds each fork's
 settings cloned at creation, with `shared` as the fork-behaviour stamp. A `workspace_tombstone`
 remembers a deleted workspace's parent so dropping that parent can still clean the deleted child's
-leftover ledger rows. What a reader could get wrong: the root workspace `prod` takes its lake
-settings from the configuration, never from `workspace_lake`.
+leftover ledger rows. `workspace_incarnation` holds the incarnation of each fork id created since
+incarnations exist (a fresh random id per creation) and its lifecycle state (`active`, then
+`dropping` from the moment a drop starts); it is its own table so that `create_all` adds it to an
+existing store (no column migration). The elementary reads every service needs (the ancestor chain,
+per-lake settings, deleted children) live here too, below both `lake/` and `workspaces/`.
+
+What a reader could get wrong: the root workspace `prod` takes its lake settings from the
+configuration, never from `workspace_lake`; a fork without an incarnation row (created before
+incarnations) has the legacy incarnation `""`, whose physical names are the pre-incarnation ones.
 """
 
 from __future__ import annotations
 
-import sqlalchemy as sa
+from collections.abc import Sequence
+from dataclasses import dataclass
 
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from dpone_dagster.config import DponeConfig, LakeConfig
+from dpone_dagster.contracts.workspace_ids import ROOT_WORKSPACE, is_throwaway_fork
 from dpone_dagster.control.store import METADATA
 
 WORKSPACE_ID = sa.String(200)
@@ -49,3 +62,151 @@ workspace_tombstone = sa.Table(
     sa.Column("parent_id", WORKSPACE_ID, nullable=True, index=True),
     sa.Column("deleted_at", sa.String(32), nullable=False),
 )
+
+workspace_incarnation = sa.Table(
+    "workspace_incarnation",
+    METADATA,
+    sa.Column("workspace_id", WORKSPACE_ID, primary_key=True),
+    sa.Column("incarnation", sa.String(32), nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("updated_at", sa.String(32), nullable=False),
+)
+
+ACTIVE, DROPPING, DROPPED = "active", "dropping", "dropped"
+LEGACY_INCARNATION = ""
+MAX_CHAIN_DEPTH = 20
+SYSTEM_OWNER = "system"
+
+
+@dataclass(frozen=True)
+class Workspace:
+    id: str
+    parent_id: str | None
+    owner: str
+    created_at: str
+    incarnation: str = LEGACY_INCARNATION
+    state: str = ACTIVE
+
+    @property
+    def is_root(self) -> bool:
+        return self.id == ROOT_WORKSPACE
+
+    @property
+    def is_throwaway(self) -> bool:
+        return is_throwaway_fork(self.id)
+
+
+@dataclass(frozen=True)
+class LakeSettings:
+    """A workspace's view of one lake: its settings and whether it shares its parent's lake."""
+
+    settings: LakeConfig
+    shared: bool = False
+
+
+ROOT = Workspace(ROOT_WORKSPACE, None, SYSTEM_OWNER, "")
+
+
+def workspace_of(row) -> Workspace:
+    incarnation = getattr(row, "incarnation", None) or LEGACY_INCARNATION
+    return Workspace(row.id, row.parent_id, row.owner, row.created_at, incarnation, getattr(row, "state", None) or ACTIVE)
+
+
+def ancestor_chain(conn: Connection, workspace_id: str) -> list[Workspace]:
+    """[workspace, parent, grandparent, ...] with incarnations; empty when it does not exist."""
+    chain = (
+        sa.select(
+            workspace.c.id,
+            workspace.c.parent_id,
+            workspace.c.owner,
+            workspace.c.created_at,
+            sa.literal(0).label("depth"),
+        )
+        .where(workspace.c.id == workspace_id)
+        .cte("chain", recursive=True)
+    )
+    parent = workspace.alias("parent")
+    chain = chain.union_all(
+        sa.select(
+            parent.c.id, parent.c.parent_id, parent.c.owner, parent.c.created_at, chain.c.depth + 1
+        ).where(parent.c.id == chain.c.parent_id, chain.c.depth < MAX_CHAIN_DEPTH)
+    )
+    inc = workspace_incarnation
+    query = (
+        sa.select(chain, inc.c.incarnation, inc.c.state)
+        .select_from(chain.outerjoin(inc, inc.c.workspace_id == chain.c.id))
+        .order_by(chain.c.depth)
+    )
+    rows = [workspace_of(r) for r in conn.execute(query)]
+    if not rows and workspace_id == ROOT_WORKSPACE:
+        return [ROOT]
+    return rows
+
+
+def lake_settings(
+    conn: Connection, workspace_ids: Sequence[str], config: DponeConfig, lake: str | None = None
+) -> dict[str, dict[str, LakeSettings]]:
+    """Per workspace, per lake name: its settings. `prod` (and any lake a fork lacks) come from config."""
+    query = sa.select(workspace_lake).where(workspace_lake.c.workspace_id.in_(list(workspace_ids)))
+    if lake is not None:
+        query = query.where(workspace_lake.c.lake == lake)
+    stored: dict[str, dict[str, LakeSettings]] = {ws: {} for ws in workspace_ids}
+    for row in conn.execute(query):
+        if row.workspace_id == ROOT_WORKSPACE:
+            continue
+        stored[row.workspace_id][row.lake] = LakeSettings(
+            LakeConfig.model_validate_json(row.settings), bool(row.shared)
+        )
+    configured = {l.name: l for l in config.all_lakes if lake is None or l.name == lake}
+    for ws in workspace_ids:
+        for name, settings in configured.items():
+            stored[ws].setdefault(name, LakeSettings(settings))
+    return stored
+
+
+def deleted_children(conn: Connection, workspace_id: str) -> list[str]:
+    query = sa.select(workspace_tombstone.c.workspace_id).where(
+        workspace_tombstone.c.parent_id == workspace_id
+    )
+    return sorted(r[0] for r in conn.execute(query))
+
+
+def incarnation_state(conn: Connection, workspace_id: str) -> tuple[str, str] | None:
+    """(incarnation, state) of a fork id, or None when it never had an incarnation row."""
+    inc = workspace_incarnation
+    row = conn.execute(
+        sa.select(inc.c.incarnation, inc.c.state).where(inc.c.workspace_id == workspace_id)
+    ).first()
+    return None if row is None else (row.incarnation, row.state)
+
+
+def set_incarnation(conn: Connection, workspace_id: str, incarnation: str, state: str, now: str) -> None:
+    inc = workspace_incarnation
+    where = inc.c.workspace_id == workspace_id
+    values = {"incarnation": incarnation, "state": state, "updated_at": now}
+    if conn.execute(inc.update().where(where).values(**values)).rowcount == 0:
+        conn.execute(inc.insert().values(workspace_id=workspace_id, **values))
+
+
+def set_incarnation_state(conn: Connection, workspace_id: str, incarnation: str, state: str, now: str) -> int:
+    """Move one incarnation to `state`; 0 when that incarnation is not the id's current one."""
+    inc = workspace_incarnation
+    where = sa.and_(inc.c.workspace_id == workspace_id, inc.c.incarnation == incarnation)
+    return conn.execute(inc.update().where(where).values(state=state, updated_at=now)).rowcount
+
+
+def touch_active_incarnation(conn: Connection, workspace_id: str, incarnation: str, now: str) -> bool:
+    """The registration fence: True only while `incarnation` is the id's current, active one.
+
+    An UPDATE (not a SELECT) so the row is locked until the caller's transaction ends: a drop that
+    moves the incarnation to `dropping` waits for it, and its cleanup then sees the ledger row.
+    A legacy incarnation (no row) stays unfenced as before, but only while the workspace exists.
+    """
+    inc = workspace_incarnation
+    if incarnation == LEGACY_INCARNATION:
+        exists = conn.execute(sa.select(workspace.c.id).where(workspace.c.id == workspace_id)).first()
+        return exists is not None
+    where = sa.and_(
+        inc.c.workspace_id == workspace_id, inc.c.incarnation == incarnation, inc.c.state == ACTIVE
+    )
+    return conn.execute(inc.update().where(where).values(updated_at=now)).rowcount == 1

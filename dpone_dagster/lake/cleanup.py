@@ -19,12 +19,15 @@ import logging
 from dataclasses import dataclass, field, replace
 
 from dpone_dagster.config import DponeConfig, StorageConfig, load_config, resolve_secret
+from dpone_dagster.contracts.workspace_ids import check_workspace_id
 from dpone_dagster.control.store import open_store
+from dpone_dagster.control.workspace_tables import deleted_children, lake_settings
 from dpone_dagster.errors import ConfigError, DponeError, LakeError
 from dpone_dagster.lake.catalogs import CatalogAdapters
 from dpone_dagster.lake.naming import FORK_DATA_DIR, fork_segment, is_fork_schema
 from dpone_dagster.lake.object_store import StorageAdapters
 from dpone_dagster.lake.ports import Namespace
+from dpone_dagster.lake.roles import drop_roles
 from dpone_dagster.lake.registry import (
     CACHE,
     NamespaceRecord,
@@ -33,8 +36,6 @@ from dpone_dagster.lake.registry import (
     mark_schema_dropped,
     records,
 )
-from dpone_dagster.workspaces.ids import check_workspace_id
-from dpone_dagster.workspaces.repository import deleted_children, lake_settings
 
 log = logging.getLogger(__name__)
 
@@ -181,6 +182,9 @@ def drop_fork_namespaces(
     report = CleanupReport()
     for record in rows:
         _clean_one(record, ports, engine, report, credential_donor, config)
+    blocked = {row.workspace_id for row in report.schemas_pending}
+    for left in drop_roles([o for o in owners if o not in blocked], config):
+        report.leftovers.append(LeftoverRow(left.workspace_id, left.lake, left.role, "roles", left.code, False))
     for owner in owners:
         ports.registrations.invalidate(str(engine.url), owner)
     return report

@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 
 from dpone_dagster.config import DponeConfig, LakeConfig
 from dpone_dagster.control.store import open_store
-from dpone_dagster.errors import LakeError, WorkspaceError
+from dpone_dagster.control.workspace_tables import touch_active_incarnation
+from dpone_dagster.errors import LakeError
 from dpone_dagster.lake.attach import (
     ANCESTOR_OWNED_OPTIONS,
     FORK_RESERVED_OPTIONS,
@@ -54,28 +55,20 @@ from dpone_dagster.lake.naming import (
 )
 from dpone_dagster.lake.ports import CatalogFacts, Clock, LiveViewTriples, Namespace, utc_now
 from dpone_dagster.lake.registry import CACHE, NamespaceRecord, RegistrationCache, register
-from dpone_dagster.lake.resolve import (
-    AncestorAttach,
-    DeferPlan,
-    DeferView,
-    LiveViews,
-    ResolvedLake,
-    TableName,
-    metadata_catalog,
-    root_resolution,
-)
+from dpone_dagster.lake.defer import DeferPlan, DeferView, LiveViews, TableName
+from dpone_dagster.lake.resolved import AncestorAttach, ResolvedLake, metadata_catalog, root_resolution
+from dpone_dagster.lake.roles import confine, s3_access_warning
 from dpone_dagster.lake.sql import Statement
-from dpone_dagster.lake.tracking import ChainTracking, nearest_owners, read_chain_tracking
-from dpone_dagster.workspaces.ids import check_workspace_id
-from dpone_dagster.workspaces.repository import LakeSettings, Workspace, ancestor_chain, lake_settings
+from dpone_dagster.lake.tracking import (  # noqa: F401 (UnknownWorkspaceError: old import path)
+    UnknownWorkspaceError,
+    WorkspaceLakeView,
+    nearest_owners,
+    workspace_lake_view,
+)
 
 log = logging.getLogger(__name__)
 
 CURRENT_SUFFIX = "_current"
-
-
-class UnknownWorkspaceError(WorkspaceError):
-    code = "workspace.unknown"
 
 
 class ForkCatalogUnsupportedError(LakeError):
@@ -89,41 +82,6 @@ class LakePorts:
     catalogs: CatalogAdapters = field(default_factory=CatalogAdapters)
     clock: Clock = utc_now
     registrations: RegistrationCache = CACHE
-
-
-@dataclass(frozen=True)
-class WorkspaceLakeView:
-    """One workspace's ancestor chain, each member's settings for one lake, and their tracking."""
-
-    chain: tuple[Workspace, ...]
-    settings: dict[str, LakeSettings]
-    tracking: ChainTracking
-
-    @property
-    def chain_ids(self) -> list[str]:
-        return [w.id for w in self.chain]
-
-    def is_fork_at(self, index: int) -> bool:
-        member = self.chain[index]
-        has_ancestors = index < len(self.chain) - 1
-        return (has_ancestors or member.is_throwaway) and not self.settings[member.id].shared
-
-    @property
-    def fork_mode(self) -> bool:
-        return self.is_fork_at(0)
-
-
-def workspace_lake_view(workspace_id: str, lake: str, config: DponeConfig) -> WorkspaceLakeView:
-    check_workspace_id(workspace_id)
-    config.lake(lake)
-    with open_store(config.control_store).connect() as conn:
-        chain = ancestor_chain(conn, workspace_id)
-        if not chain:
-            raise UnknownWorkspaceError(f"workspace {workspace_id!r} does not exist")
-        ids = [w.id for w in chain]
-        settings = lake_settings(conn, ids, config, lake)
-        tracking = read_chain_tracking(conn, ids, lake)
-    return WorkspaceLakeView(tuple(chain), {ws: settings[ws][lake] for ws in ids}, tracking)
 
 
 @dataclass(frozen=True)
@@ -180,7 +138,9 @@ def _ancestor_options(lake: PhysicalLake) -> Options:
 
 def _secret_and_attach(lake: PhysicalLake, alias: str, options: Options) -> tuple[Statement, ...]:
     """The storage secret (for `s3://` data paths) and the ATTACH of one physical lake."""
-    secret = storage_secret_statement(lake.settings.storage, lake.data_path)
+    access = "read" if option_value(options, "READ_ONLY") is True else "fork"
+    s3_access_warning(lake.settings.storage, lake.data_path, access)
+    secret = storage_secret_statement(lake.settings.storage, lake.data_path, access)
     return ((secret,) if secret else ()) + (attach_statement(lake.namespace.catalog, alias, options),)
 
 
@@ -287,8 +247,10 @@ def resolve_workspace_lake(
 
     me = physical_lake(workspace_id, own, config, is_fork=True)
     ancestors, serving = _chain_lakes(view, config)
+    me, ancestors, role_warnings = confine(me, ancestors, config)
     aliases = {a.workspace_id: ancestor_alias(lake, a.workspace_id) for a in ancestors}
     facts, attachable, warnings = _inspect(ports, me, ancestors)
+    warnings = role_warnings + warnings
 
     target_names = set(targets) | {TableName(t.schema, t.table + CURRENT_SUFFIX) for t in targets}
     views, skipped = _defer_views(view, serving, attachable, aliases)

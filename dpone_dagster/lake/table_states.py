@@ -26,10 +26,9 @@ import sqlalchemy as sa
 from dpone_dagster.config import DponeConfig, load_config
 from dpone_dagster.control.lake_tables import materialized_partition
 from dpone_dagster.control.store import open_store
-from dpone_dagster.lake.fork_plan import workspace_lake_view
+from dpone_dagster.lake.defer import TableName
 from dpone_dagster.lake.naming import fork_metadata_schema
-from dpone_dagster.lake.resolve import TableName
-from dpone_dagster.lake.tracking import ForkState, nearest_owners
+from dpone_dagster.lake.tracking import ForkState, nearest_owners, workspace_lake_view
 
 ROOT_NAMESPACE = "(root)"
 

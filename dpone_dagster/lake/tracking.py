@@ -22,22 +22,37 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from dpone_dagster.config import DponeConfig, load_config
+from dpone_dagster.contracts.workspace_ids import check_workspace_id
 from dpone_dagster.control.lake_tables import materialized_asset_schema, materialized_partition
 from dpone_dagster.control.store import open_store
-from dpone_dagster.errors import LakeError
+from dpone_dagster.control.workspace_tables import (
+    ACTIVE,
+    LakeSettings,
+    Workspace,
+    ancestor_chain,
+    lake_settings,
+)
+from dpone_dagster.errors import LakeError, WorkspaceError
+from dpone_dagster.lake.defer import SCD2_MARKER, TableName
 from dpone_dagster.lake.ports import Clock, utc_now
-from dpone_dagster.lake.resolve import SCD2_MARKER, TableName
-from dpone_dagster.workspaces.ids import check_workspace_id
 
 Status = Literal["materialized", "failed"]
 STATUSES: tuple[str, ...] = ("materialized", "failed")
 
-ForkStateName = Literal["deferred", "fork_materialized", "absent", "own"]
+ForkStateName = Literal["deferred", "fork_materialized", "absent", "missing", "own"]
 Columns = Mapping[str, str] | Sequence[tuple[str, str]]
 
 
 class TrackingError(LakeError):
     code = "lake.tracking_invalid"
+
+
+class UnknownWorkspaceError(WorkspaceError):
+    code = "workspace.unknown"
+
+
+class ForkDroppingError(WorkspaceError):
+    code = "workspace.dropping"
 
 
 @dataclass(frozen=True)
@@ -190,12 +205,57 @@ def record_materialization(
                 conn.execute(s.insert().values(**key, **values))
 
 
+@dataclass(frozen=True)
+class WorkspaceLakeView:
+    """One workspace's ancestor chain (with incarnations), each member's settings for one lake,
+    and their tracking."""
+
+    chain: tuple[Workspace, ...]
+    settings: dict[str, LakeSettings]
+    tracking: ChainTracking
+
+    @property
+    def chain_ids(self) -> list[str]:
+        return [w.id for w in self.chain]
+
+    @property
+    def incarnation(self) -> str:
+        return self.chain[0].incarnation
+
+    def is_fork_at(self, index: int) -> bool:
+        member = self.chain[index]
+        has_ancestors = index < len(self.chain) - 1
+        return (has_ancestors or member.is_throwaway) and not self.settings[member.id].shared
+
+    @property
+    def fork_mode(self) -> bool:
+        return self.is_fork_at(0)
+
+
+def workspace_lake_view(workspace_id: str, lake: str, config: DponeConfig) -> WorkspaceLakeView:
+    """The chain, settings and tracking in one connection (three queries, whatever the depth).
+
+    A workspace whose incarnation is being dropped is refused (`workspace.dropping`)."""
+    check_workspace_id(workspace_id)
+    config.lake(lake)
+    with open_store(config.control_store).connect() as conn:
+        chain = ancestor_chain(conn, workspace_id)
+        if not chain:
+            raise UnknownWorkspaceError(f"workspace {workspace_id!r} does not exist")
+        if chain[0].state != ACTIVE:
+            raise ForkDroppingError(
+                f"workspace {workspace_id!r} is being dropped; it takes no new runs"
+            )
+        ids = [w.id for w in chain]
+        settings = lake_settings(conn, ids, config, lake)
+        tracking = read_chain_tracking(conn, ids, lake)
+    return WorkspaceLakeView(tuple(chain), {ws: settings[ws][lake] for ws in ids}, tracking)
+
+
 def fork_state(
     workspace_id: str, lake: str, schema: str, table: str, config: DponeConfig | None = None
 ) -> ForkState:
     """`own` outside forks; in a fork `fork_materialized`, `deferred` (with owner) or `absent`."""
-    from dpone_dagster.lake.fork_plan import workspace_lake_view
-
     config = config or load_config()
     view = workspace_lake_view(workspace_id, lake, config)
     return state_in_chain(

@@ -3,56 +3,63 @@
 The root workspace `prod` is always present: it is materialized as a row on first use, and its lake
 settings are the configuration's, never rows of `workspace_lake`. What a reader could get wrong:
 `ancestor_chain` returns the workspace itself first, then its parent, and so on, in ONE query (a
-recursive CTE capped at `MAX_CHAIN_DEPTH`), so callers never walk the tree one round trip at a time.
+recursive CTE capped at `MAX_CHAIN_DEPTH`), so callers never walk the tree one round trip at a time;
+it and the other elementary reads live in `control/workspace_tables.py` (the lake services read
+them too) and are re-exported here. Each creation of a fork id writes a fresh incarnation.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+import secrets
+from collections.abc import Iterable
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from dpone_dagster.config import DponeConfig, LakeConfig
+from dpone_dagster.config import LakeConfig
+from dpone_dagster.contracts.workspace_ids import ROOT_WORKSPACE
 from dpone_dagster.control.workspace_tables import (
+    ACTIVE,
+    DROPPED,
+    DROPPING,
+    MAX_CHAIN_DEPTH,
+    ROOT,
+    SYSTEM_OWNER,
+    LakeSettings,
+    Workspace,
+    ancestor_chain,
+    deleted_children,
+    incarnation_state,
+    lake_settings,
+    set_incarnation,
+    set_incarnation_state,
     workspace,
     workspace_admin,
+    workspace_incarnation,
     workspace_lake,
+    workspace_of,
     workspace_tombstone,
 )
-from dpone_dagster.workspaces.ids import ROOT_WORKSPACE, is_throwaway_fork
 
-MAX_CHAIN_DEPTH = 20
-SYSTEM_OWNER = "system"
-
-
-@dataclass(frozen=True)
-class Workspace:
-    id: str
-    parent_id: str | None
-    owner: str
-    created_at: str
-
-    @property
-    def is_root(self) -> bool:
-        return self.id == ROOT_WORKSPACE
-
-    @property
-    def is_throwaway(self) -> bool:
-        return is_throwaway_fork(self.id)
+__all__ = [
+    "ACTIVE",
+    "DROPPED",
+    "DROPPING",
+    "MAX_CHAIN_DEPTH",
+    "SYSTEM_OWNER",
+    "LakeSettings",
+    "Workspace",
+    "ancestor_chain",
+    "deleted_children",
+    "incarnation_state",
+    "lake_settings",
+    "set_incarnation_state",
+]
 
 
-@dataclass(frozen=True)
-class LakeSettings:
-    """A workspace's view of one lake: its settings and whether it shares its parent's lake."""
-
-    settings: LakeConfig
-    shared: bool = False
-
-
-def _workspace(row) -> Workspace:
-    return Workspace(row.id, row.parent_id, row.owner, row.created_at)
+def new_incarnation() -> str:
+    """A fresh incarnation id: 16 random hex digits (never reused, never derived from the id)."""
+    return secrets.token_hex(8)
 
 
 def ensure_root(conn: Connection, created_at: str) -> None:
@@ -64,69 +71,30 @@ def ensure_root(conn: Connection, created_at: str) -> None:
         )
 
 
+def _with_incarnation():
+    inc = workspace_incarnation
+    return sa.select(workspace, inc.c.incarnation, inc.c.state).select_from(
+        workspace.outerjoin(inc, inc.c.workspace_id == workspace.c.id)
+    )
+
+
 def get_workspace(conn: Connection, workspace_id: str) -> Workspace | None:
-    row = conn.execute(sa.select(workspace).where(workspace.c.id == workspace_id)).first()
+    row = conn.execute(_with_incarnation().where(workspace.c.id == workspace_id)).first()
     if row is None and workspace_id == ROOT_WORKSPACE:
-        return Workspace(ROOT_WORKSPACE, None, SYSTEM_OWNER, "")
-    return _workspace(row) if row is not None else None
+        return ROOT
+    return workspace_of(row) if row is not None else None
 
 
 def list_workspaces(conn: Connection) -> list[Workspace]:
-    rows = [_workspace(r) for r in conn.execute(sa.select(workspace).order_by(workspace.c.id))]
+    rows = [workspace_of(r) for r in conn.execute(_with_incarnation().order_by(workspace.c.id))]
     if not any(w.is_root for w in rows):
-        rows.insert(0, Workspace(ROOT_WORKSPACE, None, SYSTEM_OWNER, ""))
-    return rows
-
-
-def ancestor_chain(conn: Connection, workspace_id: str) -> list[Workspace]:
-    """[workspace, parent, grandparent, ...]; empty when the workspace does not exist."""
-    chain = (
-        sa.select(
-            workspace.c.id,
-            workspace.c.parent_id,
-            workspace.c.owner,
-            workspace.c.created_at,
-            sa.literal(0).label("depth"),
-        )
-        .where(workspace.c.id == workspace_id)
-        .cte("chain", recursive=True)
-    )
-    parent = workspace.alias("parent")
-    chain = chain.union_all(
-        sa.select(
-            parent.c.id, parent.c.parent_id, parent.c.owner, parent.c.created_at, chain.c.depth + 1
-        ).where(parent.c.id == chain.c.parent_id, chain.c.depth < MAX_CHAIN_DEPTH)
-    )
-    rows = [_workspace(r) for r in conn.execute(sa.select(chain).order_by(chain.c.depth))]
-    if not rows and workspace_id == ROOT_WORKSPACE:
-        return [Workspace(ROOT_WORKSPACE, None, SYSTEM_OWNER, "")]
+        rows.insert(0, ROOT)
     return rows
 
 
 def children(conn: Connection, workspace_id: str) -> list[Workspace]:
-    query = sa.select(workspace).where(workspace.c.parent_id == workspace_id).order_by(workspace.c.id)
-    return [_workspace(r) for r in conn.execute(query)]
-
-
-def lake_settings(
-    conn: Connection, workspace_ids: Sequence[str], config: DponeConfig, lake: str | None = None
-) -> dict[str, dict[str, LakeSettings]]:
-    """Per workspace, per lake name: its settings. `prod` (and any lake a fork lacks) come from config."""
-    query = sa.select(workspace_lake).where(workspace_lake.c.workspace_id.in_(list(workspace_ids)))
-    if lake is not None:
-        query = query.where(workspace_lake.c.lake == lake)
-    stored: dict[str, dict[str, LakeSettings]] = {ws: {} for ws in workspace_ids}
-    for row in conn.execute(query):
-        if row.workspace_id == ROOT_WORKSPACE:
-            continue
-        stored[row.workspace_id][row.lake] = LakeSettings(
-            LakeConfig.model_validate_json(row.settings), bool(row.shared)
-        )
-    configured = {l.name: l for l in config.all_lakes if lake is None or l.name == lake}
-    for ws in workspace_ids:
-        for name, settings in configured.items():
-            stored[ws].setdefault(name, LakeSettings(settings))
-    return stored
+    query = _with_incarnation().where(workspace.c.parent_id == workspace_id).order_by(workspace.c.id)
+    return [workspace_of(r) for r in conn.execute(query)]
 
 
 def insert_workspace(
@@ -134,6 +102,7 @@ def insert_workspace(
     ws: Workspace,
     lakes: Iterable[tuple[LakeConfig, bool]],
 ) -> None:
+    """Insert the row, its lake settings and its (new) incarnation, active."""
     conn.execute(
         workspace.insert().values(
             id=ws.id, parent_id=ws.parent_id, owner=ws.owner, created_at=ws.created_at
@@ -151,6 +120,8 @@ def insert_workspace(
     if rows:
         conn.execute(workspace_lake.insert(), rows)
     conn.execute(workspace_tombstone.delete().where(workspace_tombstone.c.workspace_id == ws.id))
+    if ws.incarnation:
+        set_incarnation(conn, ws.id, ws.incarnation, ACTIVE, ws.created_at)
 
 
 def set_shared(conn: Connection, workspace_id: str, settings: LakeConfig, shared: bool) -> None:
@@ -169,7 +140,10 @@ def set_shared(conn: Connection, workspace_id: str, settings: LakeConfig, shared
 
 
 def delete_workspace(conn: Connection, ws: Workspace, deleted_at: str) -> None:
-    """Delete the row and its settings, orphan its children, and leave a tombstone."""
+    """Delete the row and its settings, orphan its children, and leave a tombstone.
+
+    The incarnation row stays (state `dropping`, set by the caller) so a process still holding
+    the old incarnation is refused registration, and the next creation replaces it."""
     conn.execute(workspace.update().where(workspace.c.parent_id == ws.id).values(parent_id=None))
     conn.execute(workspace_lake.delete().where(workspace_lake.c.workspace_id == ws.id))
     conn.execute(workspace_admin.delete().where(workspace_admin.c.workspace_id == ws.id))
@@ -180,13 +154,6 @@ def delete_workspace(conn: Connection, ws: Workspace, deleted_at: str) -> None:
             workspace_id=ws.id, parent_id=ws.parent_id, deleted_at=deleted_at
         )
     )
-
-
-def deleted_children(conn: Connection, workspace_id: str) -> list[str]:
-    query = sa.select(workspace_tombstone.c.workspace_id).where(
-        workspace_tombstone.c.parent_id == workspace_id
-    )
-    return sorted(r[0] for r in conn.execute(query))
 
 
 def grant_admin(conn: Connection, workspace_id: str, actor: str) -> None:

@@ -1,0 +1,316 @@
+"""`ResolvedLake`: how one workspace attaches one lake, as statements, and how they are applied.
+
+Built by `resolve.root_resolution` (the root, or a lake a fork shares) and by `fork_plan` (a fork).
+`statements()` redacts credentials by default; only `apply()` (or `statements(redact=False)`)
+reads them, at that moment, from the referenced environment variables.
+
+What a reader could get wrong: `apply()` refuses a connection on which the lake's alias is already
+attached to another place (DuckDB's `ATTACH IF NOT EXISTS` would silently keep the old attach, and
+the job would read and write there); an alias attached to the very same target is reused. A fork's
+`transition` and `views` depend on the views live in its catalog: `apply()` reads them from the
+fork catalog it has just attached, in the same session; only code that inspects the plan without
+applying it (`statements()`, `views`, `transition`) reads them apart.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+from dpone_dagster.config import DponeConfig, LakeConfig
+from dpone_dagster.errors import LakeError
+from dpone_dagster.lake.attach import (
+    CatalogLocation,
+    absolute_data_path,
+    attach_statement,
+    catalog_location,
+    normalize_options,
+    storage_secret_statement,
+)
+from dpone_dagster.lake.defer import (
+    DEFAULT_SCHEMA,
+    LIVE_VIEWS_SQL,
+    DeferPlan,
+    DeferView,
+    LiveViews,
+    TableName,
+)
+from dpone_dagster.lake.naming import lake_alias
+from dpone_dagster.lake.sql import CredentialResolver, Statement, quote_ident
+
+log = logging.getLogger(__name__)
+
+
+class DataPathDriftError(LakeError):
+    code = "lake.data_path_drift"
+
+
+class AliasAttachedElsewhereError(LakeError):
+    code = "lake.alias_attached_elsewhere"
+
+
+ATTACH_MARK_VARIABLE = "__dpone_attach_{alias}"
+"""Session variable naming the target a resolution attached under `alias` (a digest, no secret)."""
+
+
+@dataclass(frozen=True)
+class AncestorAttach:
+    """One READ_ONLY ancestor attach; `statements` are its storage secret (if any) and ATTACH."""
+
+    workspace_id: str
+    alias: str
+    statements: tuple[Statement, ...]
+
+
+def metadata_catalog(alias: str, metadata_catalog_option: object = None) -> str:
+    """The name under which DuckLake attaches the catalog database of the lake attached as `alias`:
+    the `METADATA_CATALOG` option when given, else DuckLake's default `__ducklake_metadata_<alias>`."""
+    return str(metadata_catalog_option) if metadata_catalog_option else f"__ducklake_metadata_{alias}"
+
+
+def live_views_in_session(conn, catalog: str) -> dict[TableName, str]:
+    """The live views of a DuckDB-file DuckLake, read in this session through `catalog`, the
+    metadata catalog DuckLake attached for it (see `metadata_catalog`)."""
+    ns = f"{quote_ident(catalog)}.main"
+    try:
+        rows = conn.execute(LIVE_VIEWS_SQL.format(ns=ns)).fetchall()
+    except Exception as exc:
+        raise LakeError(
+            f"the live views of a fork catalog cannot be read from its metadata catalog {catalog!r} "
+            f"({type(exc).__name__}); the DuckLake extension may have changed how it attaches catalogs",
+            code="lake.live_views_unreadable",
+        ) from None
+    return {TableName(schema, view): sql for schema, view, sql in rows}
+
+
+@dataclass(frozen=True)
+class ResolvedLake:
+    """How one workspace attaches one lake. Holds no credential, only references to them."""
+
+    alias: str
+    workspace_id: str
+    lake: str
+    fork_mode: bool
+    namespace: str
+    data_path: str
+    catalog: CatalogLocation
+    base_catalog: CatalogLocation
+    setup: tuple[Statement, ...]
+    target: Statement
+    ancestors: tuple[AncestorAttach, ...] = ()
+    defer: DeferPlan = DeferPlan()
+    warnings: tuple[str, ...] = ()
+    targets: tuple[TableName, ...] = field(default=())
+    live: LiveViews | None = field(default=None, compare=False, repr=False)
+    """The fork's live views when resolution already knew them (PostgreSQL answers them in the
+    same round trip as its ancestor check); None means read them from the attached catalog."""
+    read_live: Callable[[], LiveViews] | None = field(default=None, compare=False, repr=False)
+    """Reads the live views without a session (opens the fork catalog apart); inspection only."""
+    metadata_catalog: str = ""
+    """Where the session finds the fork's catalog tables once attached (DuckDB-file catalogs)."""
+
+    @cached_property
+    def _planned_live(self) -> LiveViews:
+        if self.live is not None:
+            return self.live
+        return self.read_live() if self.read_live is not None else {}
+
+    @property
+    def transition(self) -> tuple[TableName, ...]:
+        """Targets that are live defer views in the fork now: dropped right after the target attach."""
+        return self.defer.transition(self._planned_live)
+
+    @property
+    def views(self) -> tuple[DeferView, ...]:
+        """Defer views to create or re-point (those live with the same definition are left alone)."""
+        return self.defer.views(self._planned_live)
+
+    def _drop_statements(self, transition: Sequence[TableName] | None = None) -> list[Statement]:
+        names = self.transition if transition is None else transition
+        return [Statement.of(f"DROP VIEW {name.qualified(self.alias)}") for name in names]
+
+    def _view_statements(self, views: Sequence[DeferView]) -> list[Statement]:
+        if not views:
+            return []
+        schemas = sorted({view.name.schema for view in views} - {DEFAULT_SCHEMA})
+        body = [
+            Statement.of(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(self.alias)}.{quote_ident(s)}")
+            for s in schemas
+        ] + [Statement.of(view.create_sql(self.alias)) for view in views]
+        return [Statement.of("BEGIN TRANSACTION"), *body, Statement.of("COMMIT")]
+
+    def plan(self) -> list[Statement]:
+        ancestor_statements = [s for a in self.ancestors for s in a.statements]
+        return [
+            *self.setup,
+            self.target,
+            *self._drop_statements(),
+            *ancestor_statements,
+            *self._view_statements(self.views),
+        ]
+
+    def statements(
+        self, *, redact: bool = True, credentials: CredentialResolver | None = None
+    ) -> list[str]:
+        """The exact SQL `apply()` runs, in order; credentials shown as `'<redacted>'` by default."""
+        return [s.render(redact=redact, credentials=credentials) for s in self.plan()]
+
+    def apply(self, conn, *, credentials: CredentialResolver | None = None) -> list[str]:
+        """Run the plan on a `duck.connect()` connection. Returns the warnings it met.
+
+        An ancestor whose attach fails (unreachable catalog, locked DuckDB file) only loses its own
+        defer views, with a warning; the target attach and everything else must succeed.
+        """
+        warnings = list(self.warnings)
+        self._refuse_foreign_alias(conn)
+        self._prepare_local_paths()
+        for statement in self.setup:
+            _run(conn, statement, credentials)
+        try:
+            _run(conn, self.target, credentials)
+            conn.execute(f"SET VARIABLE {quote_ident(self._mark_variable)} = ?", [self._target_digest])
+        except Exception as exc:
+            if "does not match existing data path" in str(exc):
+                raise DataPathDriftError(
+                    f"lake {self.lake!r} of workspace {self.workspace_id!r} was created with a "
+                    "different data path than its settings give now; its existing files would be "
+                    "misread, so it is not attached (restore the data path, or drop and recreate "
+                    "the fork)"
+                ) from None
+            raise
+        live = self._session_live(conn)
+        for statement in self._drop_statements(self.defer.transition(live)):
+            _run(conn, statement, credentials)
+        reachable: set[str] = set()
+        for ancestor in self.ancestors:
+            try:
+                for statement in ancestor.statements:
+                    _run(conn, statement, credentials)
+            except Exception as exc:
+                message = (
+                    f"ancestor {ancestor.workspace_id!r} of lake {self.lake!r} could not be attached "
+                    f"({type(exc).__name__}); its tables are not deferred in this run"
+                )
+                log.warning(message)
+                warnings.append(message)
+                continue
+            reachable.add(ancestor.alias)
+        views = [v for v in self.defer.views(live) if v.owner_alias in reachable]
+        statements = self._view_statements(views)
+        if statements:
+            try:
+                for statement in statements:
+                    _run(conn, statement, credentials)
+            except Exception:
+                conn.execute("ROLLBACK")
+                raise
+        return warnings
+
+    @property
+    def _mark_variable(self) -> str:
+        return ATTACH_MARK_VARIABLE.format(alias=self.alias)
+
+    @property
+    def _target_digest(self) -> str:
+        return hashlib.sha256(self.target.render(redact=True).encode()).hexdigest()
+
+    def _refuse_foreign_alias(self, conn) -> None:
+        """`ATTACH IF NOT EXISTS` keeps whatever is attached under the alias: refuse unless it is
+        this very target (attached by an earlier `apply()` of the same resolution)."""
+        attached = conn.execute(
+            "SELECT count(*) FROM duckdb_databases() WHERE database_name = ?", [self.alias]
+        ).fetchone()[0]
+        if not attached:
+            return
+        mark = conn.execute("SELECT getvariable(?)", [self._mark_variable]).fetchone()[0]
+        if mark != self._target_digest:
+            raise AliasAttachedElsewhereError(
+                f"this connection already has {self.alias!r} attached to another place than "
+                f"{self.workspace_id!r}'s lake {self.lake!r}; detach it (or use a new connection) "
+                "before applying this resolution"
+            )
+
+    def _session_live(self, conn) -> LiveViews:
+        if not self.fork_mode or not (self.defer.wanted or self.defer.retargets):
+            return {}
+        if self.live is not None:
+            return self.live
+        return live_views_in_session(conn, self.metadata_catalog or metadata_catalog(self.alias))
+
+    @property
+    def extensions(self) -> tuple[str, ...]:
+        """The DuckDB extensions this plan needs (each costs a signature check when loaded)."""
+        needed = ["ducklake"]
+        attaches = [*self.setup, self.target, *(s for a in self.ancestors for s in a.statements)]
+        rendered = " ".join(s.render() for s in attaches)
+        if self.catalog.kind == "postgres" or "'ducklake:postgres:" in rendered:
+            needed.append("postgres_scanner")
+        if "(TYPE s3" in rendered:
+            needed.append("httpfs")
+        return tuple(needed)
+
+    def connect(self, *, credentials: CredentialResolver | None = None):
+        """A new `duck.connect()` connection with just the needed extensions, plan applied."""
+        from dpone_dagster.lake.duck import connect
+
+        conn = connect(extensions=self.extensions)
+        try:
+            self.apply(conn, credentials=credentials)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _prepare_local_paths(self) -> None:
+        if self.catalog.kind in ("duckdb", "sqlite"):
+            Path(self.catalog.target).parent.mkdir(parents=True, exist_ok=True)
+        if "://" not in self.data_path:
+            Path(self.data_path).mkdir(parents=True, exist_ok=True)
+
+
+def _run(conn, statement: Statement, credentials: CredentialResolver | None) -> None:
+    sql = statement.render(redact=False, credentials=credentials)
+    try:
+        conn.execute(sql)
+    except Exception as exc:
+        if not statement.has_secret:
+            raise
+        raise LakeError(
+            f"a statement carrying credentials failed ({type(exc).__name__}): "
+            + statement.render(redact=True),
+            code="lake.attach_failed",
+        ) from None
+
+
+def root_resolution(
+    workspace_id: str, settings: LakeConfig, config: DponeConfig, targets: tuple[TableName, ...]
+) -> ResolvedLake:
+    """A lake attached at its own configured location: the root workspace, or a shared fork lake."""
+    catalog = catalog_location(settings, config.project_root)
+    data_path = absolute_data_path(settings.data_path, config.project_root)
+    options = normalize_options(settings.attach_args)
+    if any(name in ("DATA_PATH", "OVERRIDE_DATA_PATH") for name, _ in options):
+        raise LakeError(
+            f"lake {settings.name!r} sets DATA_PATH in attach_args; use its data_path setting",
+            code="lake.reserved_option",
+        )
+    secret = storage_secret_statement(settings.storage, data_path)
+    return ResolvedLake(
+        alias=lake_alias(settings.name),
+        workspace_id=workspace_id,
+        lake=settings.name,
+        fork_mode=False,
+        namespace="",
+        data_path=data_path,
+        catalog=catalog,
+        base_catalog=catalog,
+        setup=(secret,) if secret else (),
+        target=attach_statement(catalog, lake_alias(settings.name), (*options, ("DATA_PATH", data_path))),
+        targets=targets,
+    )
+
+
