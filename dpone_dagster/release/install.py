@@ -5,14 +5,17 @@ Layout under the cache root (one root per target deployment environment):
   written to `staging/` first, reread and verified, then renamed into place (never modified after);
 - `current`: the active deployment (`CurrentPointer`), replaced atomically;
 - `activation.pending`: a prepared activation (`ActivationIntent`), present until it is audited;
-- `audit.log`: one hash-chained `AuditEntry` per activation, append-only.
+- `audit.log`: one hash-chained `AuditEntry` per activation, append-only;
+- `staging/`: what an interrupted materialization left; `gc` removes it under a cleanup lease.
 
 Every protected step re-verifies its own receipt kind through the injected `TargetAdmission`
 immediately before it writes: materialization before the cache write (after re-applying the combined
 budget), activation before preparation, and again (`after_preparation=True`) both after preparation
 and immediately before the pointer commit, each time after a full `open_bundle` validation of the
-installed bytes. Pointer-changing recovery and audit-only repair follow the same rule with their own
-activation-receipt purposes.
+installed bytes. Pointer-changing recovery, audit-only repair and rollback follow the same rule with
+their own activation-receipt purposes (`pointer_recovery`, `audit_repair`, `rollback`); an
+`activate` receipt never admits a rollback. Verified reading lives in `release.deployments`; the
+operator entry points (receipts issued from the live grant) in `release.operations`.
 
 What a reader could get wrong: a failure after preparation is never retried blindly. The pending
 intent stays, every other activation refuses with `release.activation_recovery_required`, and
@@ -30,10 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dpone_dagster.clock import Clock
-from dpone_dagster.contracts.base import ContractModel, parse_document
 from dpone_dagster.contracts.bounds import format_timestamp
-from dpone_dagster.contracts.canonical import CanonicalError
-from dpone_dagster.contracts.coded import CodedError
 from dpone_dagster.contracts.receipts import (
     ActivationReceipt,
     DevelopmentAuthorityReceipt,
@@ -41,7 +41,9 @@ from dpone_dagster.contracts.receipts import (
 )
 from dpone_dagster.release.budget import require_within_budget
 from dpone_dagster.release.compose import require_authority
-from dpone_dagster.release.bundle import ReleaseBundle, deployment_id_of, deployment_projection, open_bundle
+from dpone_dagster.release.bundle import ReleaseBundle, deployment_projection, open_bundle
+from dpone_dagster.release.deployments import GENESIS, InstalledRelease, read_audit_log, read_deployment
+from dpone_dagster.release.deployments import read_document as _read_document
 from dpone_dagster.release.errors import ActivationError, DurabilityUncertainError, IntegrityError, RegistryError
 from dpone_dagster.contracts.release_records import (
     ActivationAction,
@@ -54,14 +56,7 @@ from dpone_dagster.contracts.release_records import (
 from dpone_dagster.release.local_files import LocalFiles
 from dpone_dagster.release.ports import TargetAdmission
 
-GENESIS = "0" * 64
-
-
-@dataclass(frozen=True)
-class InstalledRelease:
-    bundle: ReleaseBundle
-    record: DeploymentRecord
-    path: Path
+__all__ = ["ActivationResult", "InstalledRelease", "MaterializationResult", "ReleaseCache", "read_deployment"]
 
 
 @dataclass(frozen=True)
@@ -193,23 +188,28 @@ class ReleaseCache:
 
     def audit_log(self) -> list[AuditEntry]:
         """Every audit entry, with the hash chain verified; raise `release.audit_log_corrupt` if broken."""
-        if not self._audit_path.exists():
-            return []
-        entries: list[AuditEntry] = []
-        previous = GENESIS
-        data = self._audit_path.read_bytes()
-        if data and not data.endswith(b"\n"):
-            raise ActivationError("release.audit_log_corrupt", "the audit log ends in a torn line")
-        for index, line in enumerate(data.splitlines(), start=1):
-            try:
-                entry = parse_document(AuditEntry, line)
-            except (CanonicalError, CodedError):
-                raise ActivationError("release.audit_log_corrupt", f"audit line {index} is not a valid entry") from None
-            if entry.sequence != index or entry.previous_entry_sha256 != previous:
-                raise ActivationError("release.audit_log_corrupt", f"the audit chain breaks at line {index}")
-            entries.append(entry)
-            previous = hashlib.sha256(line).hexdigest()
-        return entries
+        return read_audit_log(self._audit_path)
+
+    def staging(self) -> list[str]:
+        """Names under `staging/`: what an interrupted materialization left (never a deployment)."""
+        root = self.root / "staging"
+        return sorted(item.name for item in root.iterdir()) if root.is_dir() else []
+
+    def remove_staging(self, names: list[str]) -> list[str]:
+        """Remove the named staging entries (cleanup only; the caller holds the cleanup lease)."""
+        removed = []
+        for name in names:
+            path = self.root / "staging" / name
+            if path.parent != self.root / "staging" or not path.name or path.is_symlink():
+                continue
+            if path.is_dir():
+                shutil.rmtree(path)
+            elif path.exists():
+                path.unlink()
+            else:
+                continue
+            removed.append(name)
+        return removed
 
     def previous_release(self) -> str:
         """The deployment active before the current one: what `rollback` selects."""
@@ -220,13 +220,17 @@ class ReleaseCache:
 
     # ------------------------------------------------------------------ activation
 
-    def activate(self, release_id: str, *, receipt: ActivationReceipt | None, action: ActivationAction = "activate") -> ActivationResult:
+    def activate(self, release_id: str, *, receipt: ActivationReceipt | None) -> ActivationResult:
         """Move the current pointer to an installed release under an `activate` receipt."""
+        return self._activate(release_id, receipt, "activate")
+
+    def _activate(self, release_id: str, receipt: ActivationReceipt | None, action: ActivationAction) -> ActivationResult:
+        purpose: AuthorizedBy = "rollback" if action == "rollback" else "activate"
         if self.pending() is not None:
             raise ActivationError("release.activation_recovery_required", "a prepared activation is pending; recover it first")
         installed = self.load(release_id)
         deployment_id = installed.record.deployment_id
-        self.admission.require_current(receipt, ActivationReceipt, release_id=release_id, deployment_id=deployment_id, purpose="activate")
+        self.admission.require_current(receipt, ActivationReceipt, release_id=release_id, deployment_id=deployment_id, purpose=purpose)
         pointer = self.current()
         intent = self._intent(
             action, release_id, deployment_id, pointer.release_id if pointer else None, len(self.audit_log()) + 1, receipt
@@ -237,12 +241,12 @@ class ReleaseCache:
             raise ActivationError("release.activation_recovery_required", "another activation was prepared concurrently") from None
         except OSError:
             raise self._recovery_required("preparing the activation failed") from None
-        self._complete(intent, receipt, authorized_by="activate")
+        self._complete(intent, receipt, authorized_by=purpose)
         return ActivationResult(release_id, deployment_id, intent.previous_release_id, intent.audit_sequence, changed=True)
 
     def rollback(self, *, receipt: ActivationReceipt | None) -> ActivationResult:
-        """Activate the previous immutable deployment (the receipt must name that release)."""
-        return self.activate(self.previous_release(), receipt=receipt, action="rollback")
+        """Activate the previous immutable deployment under a `rollback` receipt naming that release."""
+        return self._activate(self.previous_release(), receipt, "rollback")
 
     def recover(self, *, receipt: ActivationReceipt | None) -> ActivationResult | None:
         """Complete a prepared activation under a `pointer_recovery` receipt; None when nothing is pending."""
@@ -311,7 +315,7 @@ class ReleaseCache:
 
     def _complete(self, intent: ActivationIntent, receipt: ActivationReceipt, *, authorized_by: AuthorizedBy) -> None:
         """From a durable intent: validate, commit the pointer, append the audit entry, clear the intent."""
-        purpose = "activate" if authorized_by == "activate" else authorized_by
+        purpose = authorized_by
         self._validated(intent.release_id, intent.deployment_id, receipt, purpose=purpose)
         pointer = CurrentPointer(
             release_id=intent.release_id,
@@ -370,33 +374,3 @@ class ReleaseCache:
 
     def _recovery_required(self, why: str) -> ActivationError:
         return ActivationError("release.activation_recovery_required", f"{why}; run activation recovery")
-
-
-def read_deployment(path: Path, release_id: str) -> InstalledRelease:
-    """Read and fully verify one installed deployment directory (no receipt needed: read-only)."""
-    record = _read_document(DeploymentRecord, path / "deployment.json")
-    if record is None or record.release_id != release_id:
-        raise IntegrityError("release.integrity_mismatch", "the deployment record is missing or names another release")
-    members_root = path / "members"
-    members = {}
-    for member in record.members:
-        try:
-            members[member.path] = (members_root / member.path).read_bytes()
-        except OSError:
-            raise IntegrityError("release.integrity_mismatch", f"installed member {member.path!r} is missing") from None
-    stray = [p for p in members_root.rglob("*") if p.is_file() and p.relative_to(members_root).as_posix() not in members]
-    if stray:
-        raise IntegrityError("release.integrity_mismatch", "the installed deployment holds files its record does not list")
-    bundle = open_bundle(members, expected_release_id=release_id)
-    if record.members != bundle.member_digests() or record.grant_digest != bundle.parent.grant_digest:
-        raise IntegrityError("release.integrity_mismatch", "the deployment record disagrees with the installed bytes")
-    if record.deployment_id != deployment_id_of(release_id, record.environment):
-        raise IntegrityError("release.integrity_mismatch", "the deployment record names another deployment")
-    return InstalledRelease(bundle=bundle, record=record, path=path)
-
-
-def _read_document(model: type[ContractModel], path: Path):
-    try:
-        return parse_document(model, path.read_bytes())
-    except (OSError, CanonicalError, CodedError):
-        return None

@@ -156,8 +156,9 @@ class ReleasePipeline:
     ) -> ActivationResult:
         """Fetch from the registry, install into the cache, activate. Identical retries change nothing."""
         with self._recorded(release_id, ReleaseState.INSTALLED):
-            bundle = self.registry.fetch(release_id)
-            installed = self.cache.materialize(bundle, authority=authority, receipt=materialization)
+            with self.registry.leases.hold("materialization"):  # cleanup never removes staging under us
+                bundle = self.registry.fetch(release_id)
+                installed = self.cache.materialize(bundle, authority=authority, receipt=materialization)
             pointer = self.cache.current()
             if pointer is not None and pointer.release_id == release_id and self.cache.pending() is None:
                 result = ActivationResult(release_id, installed.deployment_id, pointer.previous_release_id, pointer.audit_sequence, changed=False)

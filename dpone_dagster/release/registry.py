@@ -14,15 +14,20 @@ the first write is `release.durability_uncertain` listing what is known. An iden
 the commit and writes zero bytes; a retry after an uncertain failure converges on the same identity.
 
 What a reader could get wrong: blobs without a commit are not a release. They are what an
-interrupted publication leaves behind; `unreferenced_blobs` lists them for cleanup, which must run
-while no publication is in flight (a publication re-checks its blobs after committing and restores
-any that vanished, but cleanup racing it is still an operator error).
+interrupted publication leaves behind; `unreferenced_blobs` lists them for cleanup. Cleanup never
+runs while a publication is in flight: `publish` holds a `publication` lease (`release.leases`)
+from just before its first blob write until after its last reread, and `remove_unreferenced_blobs`
+runs only inside a `cleanup` lease, which refuses while any live writer lease exists. A publication
+also re-checks its blobs after committing and restores any that vanished.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import timedelta
+
+from dpone_dagster.clock import Clock, SystemClock
 from dpone_dagster.contracts.base import parse_document
 from dpone_dagster.contracts.canonical import CanonicalError
 from dpone_dagster.contracts.coded import CodedError
@@ -32,6 +37,7 @@ from dpone_dagster.release.budget import require_within_budget
 from dpone_dagster.release.bundle import ReleaseBundle, content_sha256, deployment_projection, open_bundle
 from dpone_dagster.release.compose import require_authority
 from dpone_dagster.release.errors import DurabilityUncertainError, RegistryError
+from dpone_dagster.release.leases import DEFAULT_LEASE_TTL, Leases
 from dpone_dagster.release.ports import ObjectStore, TargetAdmission
 
 BLOBS = "blobs/sha256/"
@@ -62,9 +68,12 @@ def commit_for(bundle: ReleaseBundle) -> ReleaseCommit:
 class ReleaseRegistry:
     """Publish and read immutable releases. Nothing here replaces or deletes a committed release."""
 
-    def __init__(self, store: ObjectStore, *, name: str = "registry") -> None:
+    def __init__(
+        self, store: ObjectStore, *, name: str = "registry", clock: Clock | None = None, lease_ttl: timedelta = DEFAULT_LEASE_TTL
+    ) -> None:
         self.store = store
         self.name = name
+        self.leases = Leases(store, clock or SystemClock(), lease_ttl)
 
     def publish(
         self,
@@ -82,6 +91,10 @@ class ReleaseRegistry:
         key = commit_key(verified.release_id)
         require_within_budget(workloads=verified.workload_count, source_bytes=verified.source_bytes, limits=authority.effective_limits)
         admission.require_current(receipt, PublicationReceipt, release_id=verified.release_id, deployment_id=deployment_id)
+        with self.leases.hold("publication"):
+            return self._publish(verified, commit, key)
+
+    def _publish(self, verified: ReleaseBundle, commit: ReleaseCommit, key: str) -> PublicationResult:
         existing = self._read(key)
         if existing is None:
             return self._write(verified, commit, key)
@@ -142,19 +155,24 @@ class ReleaseRegistry:
         ]
 
     def unreferenced_blobs(self) -> list[str]:
-        """Blob keys no commit names (left by interrupted publications)."""
+        """Blob keys no commit names (left by interrupted publications). An unreadable commit refuses."""
         referenced = set()
         for release_id in self.releases():
             data = self._read(commit_key(release_id))
-            if data is not None:
-                referenced.update(blob_key(m.content_sha256) for m in self._parse_commit(data).members)
+            if data is None:
+                raise RegistryError("release.registry_unavailable", "a commit object vanished while listing references")
+            referenced.update(blob_key(m.content_sha256) for m in self._parse_commit(data).members)
         return [key for key in self._keys(BLOBS) if key not in referenced]
 
-    def remove_unreferenced_blobs(self) -> list[str]:
-        """Delete unreferenced blobs; run only while no publication is in flight."""
-        removed = self.unreferenced_blobs()
+    def remove_unreferenced_blobs(self, candidates: list[str] | None = None) -> list[str]:
+        """Delete those of `candidates` (default: all) still unreferenced. Call only inside a cleanup lease."""
+        still = self.unreferenced_blobs()
+        removed = [key for key in (still if candidates is None else candidates) if key in set(still)]
         for key in removed:
-            self.store.delete(key)
+            try:
+                self.store.delete(key)
+            except Exception:
+                raise RegistryError("release.registry_unavailable", f"the {self.name} refused a delete") from None
         return removed
 
     def _blob(self, member: MemberDigest) -> bytes:

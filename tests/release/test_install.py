@@ -85,9 +85,13 @@ def test_rollback_selects_the_previous_immutable_deployment(cache, target, relea
     assert newer.bundle.release_id != release.bundle.release_id
     install(cache, target, newer)
     assert cache.previous_release() == release.bundle.release_id
-    result = cache.rollback(receipt=target.activation(release.bundle, release.authority))
+    with pytest.raises(AdmissionError) as raised:
+        cache.rollback(receipt=target.activation(release.bundle, release.authority))
+    assert raised.value.code == "admission.binding_mismatch" and cache.current().release_id == newer.bundle.release_id
+    result = cache.rollback(receipt=target.activation(release.bundle, release.authority, purpose="rollback"))
     assert result.release_id == release.bundle.release_id and result.previous_release_id == newer.bundle.release_id
     assert [e.action for e in cache.audit_log()] == ["activate", "activate", "rollback"]
+    assert cache.audit_log()[-1].authorized_by == "rollback"
     assert sorted(cache.deployments()) == sorted([release.bundle.release_id, newer.bundle.release_id])
 
 
