@@ -130,7 +130,7 @@ def read_central_directory(handle: BinaryIO, end: EndRecord, limits: SourceLimit
     if end.entries > limits.max_members:
         raise fail("source.too_many_members", f"the zip declares more than {limits.max_members} entries")
     if end.directory_size > end.entries * (_CENTRAL.size + 3 * limits.max_path_bytes + 1024) + 1024:
-        raise _invalid("the zip central directory is larger than its entries explain")
+        raise _ambiguous("the zip central directory is larger than the entry count of its end record explains")
     handle.seek(end.directory_offset)
     consumed = 0
     result = []
