@@ -7,7 +7,13 @@ model SQL; the plugin then
 1. runs `duck.configure()` (project-local extension directory, autoinstall and autoload off,
    extensions loaded from their wheels), and
 2. attaches the lake through `resolve(workspace, lake, targets=...)` -> `ResolvedLake.apply()`, so
-   a fork's dbt run writes its own namespace exactly like every other DuckLake access.
+   a fork's dbt run writes its own namespace exactly like every other DuckLake access, and
+3. puts `dpone_dagster.lake.sql_guard` in front of every SQL text dbt sends: dbt-core and
+   dbt-duckdb run all model, hook, test, seed and run-operation SQL through
+   `handle.cursor().execute(...)`, and every such cursor is a `DuckDBCursorWrapper` built by dbt-duckdb's
+   local environment; `initialize` makes that class wrap its cursor in a `GuardedConnection`.
+   This reaches into dbt-duckdb internals, so it is checked against the one reviewed version
+   (`GUARDED_DBT_DUCKDB`) and the plugin refuses to start on any other (`lake.dbt_guard_unavailable`).
 
 The workspace is the configured one (`DPONE_WORKSPACE`, through `dpone_dagster.config`). The
 targets are the tables this dbt invocation will write; the Dagster dbt asset hands them over in
@@ -32,9 +38,19 @@ from dbt.adapters.duckdb.plugins import BasePlugin
 from dpone_dagster.config import DEFAULT_LAKE, load_config
 from dpone_dagster.errors import LakeError
 from dpone_dagster.lake import duck
+from dpone_dagster.lake.guarded import GuardedConnection
 from dpone_dagster.lake.resolve import ResolvedLake, resolve
+from dpone_dagster.lake.sql_guard import SqlGuard
 
 TARGETS_ENV = "DPONE_DBT_TARGETS"
+GUARDED_DBT_DUCKDB = "1.11.1"
+"""The dbt-duckdb version whose cursor path was reviewed (every SQL through DuckDBCursorWrapper)."""
+
+_ACTIVE_GUARD: SqlGuard | None = None
+
+
+class DbtGuardUnavailableError(LakeError):
+    code = "lake.dbt_guard_unavailable"
 
 
 class ProfileMismatchError(LakeError):
@@ -60,12 +76,50 @@ def resolve_for_dbt(lake: str, environ: Mapping[str, str] | None = None) -> Reso
     return resolve(config.workspace, lake, config=config, targets=targets_from_env(environ))
 
 
+def install_cursor_guard() -> None:
+    """Make every `DuckDBCursorWrapper` dbt-duckdb builds wrap its cursor in a `GuardedConnection`
+    (idempotent). Fails closed when dbt-duckdb is not the reviewed version or has changed shape."""
+    import inspect
+
+    from dbt.adapters.duckdb.__version__ import version
+    from dbt.adapters.duckdb.environments import local
+
+    if version != GUARDED_DBT_DUCKDB:
+        raise DbtGuardUnavailableError(
+            f"dbt-duckdb {version} is installed, but the SQL guard was reviewed for "
+            f"{GUARDED_DBT_DUCKDB} only; re-review its cursor path before using another version"
+        )
+    wrapper = getattr(local, "DuckDBCursorWrapper", None)
+    if getattr(wrapper, "_dpone_guarded", False):
+        return
+    if (
+        wrapper is None
+        or not hasattr(local, "DuckDBConnectionWrapper")
+        or list(inspect.signature(wrapper.__init__).parameters) != ["self", "cursor"]
+    ):
+        raise DbtGuardUnavailableError("dbt-duckdb's cursor wrapper is not where the SQL guard expects it")
+    original_init = wrapper.__init__
+
+    def guarded_init(self, cursor) -> None:
+        if _ACTIVE_GUARD is None:
+            raise DbtGuardUnavailableError("a dbt cursor was opened before the lake was attached")
+        if not isinstance(cursor, GuardedConnection):
+            cursor = GuardedConnection(cursor, _ACTIVE_GUARD)
+        original_init(self, cursor)
+
+    wrapper.__init__ = guarded_init
+    wrapper._dpone_guarded = True
+
+
 class Plugin(BasePlugin):
     """dbt-duckdb plugin; profile config: `lake` (default `main`)."""
 
     def initialize(self, plugin_config: dict[str, Any]) -> None:
         self.lake = str(plugin_config.get("lake") or DEFAULT_LAKE)
         self.resolved: ResolvedLake | None = None
+        if getattr(self.creds, "remote", None) or getattr(self.creds, "is_motherduck", False):
+            raise DbtGuardUnavailableError("only dbt-duckdb's local environment is guarded")
+        install_cursor_guard()
 
     def configure_connection(self, conn) -> None:
         duck.configure(conn)
@@ -76,5 +130,7 @@ class Plugin(BasePlugin):
                 f"the dbt profile's database is {database!r}, but lake {self.lake!r} is attached as "
                 f"{resolved.alias!r}; set `database: {resolved.alias}` and the matching attach alias"
             )
+        global _ACTIVE_GUARD
         resolved.apply(conn)
         self.resolved = resolved
+        _ACTIVE_GUARD = SqlGuard.for_lake(resolved)
