@@ -22,6 +22,7 @@ from pydantic import Field
 
 from dpone_dagster.config import DponeConfig, load_config
 from dpone_dagster.lake import duck
+from dpone_dagster.lake.guarded import GuardedConnection
 from dpone_dagster.lake.naming import fork_metadata_schema, lake_alias
 from dpone_dagster.lake.resolve import ResolvedLake, TableName, resolve
 from dpone_dagster.lake.sql import quote_ident
@@ -59,7 +60,7 @@ class DuckLakeResource(ConfigurableResource):
             for warning in resolved.apply(conn):
                 get_dagster_logger().warning(warning)
             conn.execute(f"USE {quote_ident(resolved.alias)}")
-            yield conn
+            yield GuardedConnection.for_lake(conn, resolved)  # every user SQL text: sql_guard
         finally:
             conn.close()
 
