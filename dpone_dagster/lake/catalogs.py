@@ -123,12 +123,30 @@ class DuckDBFileCatalog:
             conn.close()
 
     def drop_namespace(self, namespace: Namespace) -> None:
+        """Delete the fork's catalog file, unless a live connection (in this process or another)
+        still has it attached: then `CatalogBusyError`, so the ledger row stays and covers what
+        that connection goes on writing."""
         path = Path(namespace.catalog.target)
         require_fork_namespace(path.name.removesuffix(".ducklake"))
         if path.suffix != ".ducklake":
             raise UnsafeNamespaceError("a fork catalog file must end in .ducklake")
+        if path.is_file():
+            _refuse_attached(path)
         for candidate in (path, path.with_name(path.name + ".wal")):
             candidate.unlink(missing_ok=True)
+
+
+def _refuse_attached(path: Path) -> None:
+    """Open the file read-write for a moment: DuckDB refuses while any connection holds it."""
+    from dpone_dagster.lake.duck import connect
+
+    try:
+        connect(path, extensions=()).close()
+    except Exception as exc:
+        raise CatalogBusyError(
+            "the fork's DuckDB catalog file is still attached by a running connection "
+            f"({type(exc).__name__}); it is dropped by the next cleanup once that connection ends"
+        ) from None
 
 
 @dataclass

@@ -5,9 +5,12 @@ Per ledger row, in two phases:
    `DROP SCHEMA … CASCADE`; DuckDB file: delete the sibling catalog file), hard-guarded on the
    `wm_fork_` prefix; on success the row's `schema_dropped` is set, so retries skip this phase;
 2. data: delete every object under the registered `<root>/__wm_forks/<segment>/` prefix with the
-   registered storage identity, hard-guarded on that prefix. When the registered credentials are
-   gone, the same `storage_ref` of the credential donor (the workspace being forked) is used.
-A row is deleted only after both phases succeed; anything else stays for the next attempt.
+   registered storage identity, hard-guarded on that prefix, then list it again: a row whose prefix
+   is not empty after the sweep (a writer still running) stays. When the registered credentials
+   are gone, the same `storage_ref` of the credential donor (the workspace being forked) is used.
+A row is deleted only after both phases succeed; anything else stays for the next attempt. A
+DuckDB-file fork catalog still attached by a live connection is not dropped (`lake.catalog_busy`):
+the row stays, so whatever that connection goes on writing stays covered until a later pass.
 
 What a reader could get wrong: the registered identities may point somewhere the fork's current
 settings no longer do — that is the point (settings drift must not orphan what the fork wrote).
@@ -24,7 +27,7 @@ from dpone_dagster.control.store import open_store
 from dpone_dagster.control.workspace_tables import deleted_children, lake_settings
 from dpone_dagster.errors import ConfigError, DponeError, LakeError
 from dpone_dagster.lake.catalogs import CatalogAdapters
-from dpone_dagster.lake.naming import FORK_DATA_DIR, fork_segment, is_fork_schema
+from dpone_dagster.lake.naming import FORK_DATA_DIR, is_fork_schema, is_fork_segment_of
 from dpone_dagster.lake.object_store import StorageAdapters
 from dpone_dagster.lake.ports import Namespace
 from dpone_dagster.lake.roles import drop_roles
@@ -42,6 +45,10 @@ log = logging.getLogger(__name__)
 
 class UnsafeLedgerRowError(LakeError):
     code = "lake.unsafe_ledger_row"
+
+
+class PrefixNotEmptyError(LakeError):
+    code = "lake.prefix_not_empty"
 
 
 @dataclass(frozen=True)
@@ -77,12 +84,14 @@ class CleanupPorts:
 
 
 def registered_prefix(record: NamespaceRecord) -> str:
-    """`<root>/__wm_forks/<segment>/` of a row, or refuse when the row's data path lacks it."""
-    marker = f"/{FORK_DATA_DIR}/{fork_segment(record.workspace_id)}/"
-    head, found, _ = record.data_path.partition(marker)
-    if not found or not head:
+    """`<root>/__wm_forks/<segment>/` of a row (any incarnation's segment of its workspace), or
+    refuse when the row's data path lacks it."""
+    marker = f"/{FORK_DATA_DIR}/"
+    head, found, rest = record.data_path.partition(marker)
+    segment = rest.split("/", 1)[0]
+    if not found or not head or not is_fork_segment_of(record.workspace_id, segment) or "/" not in rest:
         raise UnsafeLedgerRowError("a ledger row's data path is not under its fork's data prefix")
-    return head + marker
+    return f"{head}{marker}{segment}/"
 
 
 def registered_namespace(record: NamespaceRecord) -> Namespace:
@@ -136,7 +145,10 @@ def _clean_one(
         storage = record.storage
         if prefix.startswith("s3://") and not _credentials_present(storage):
             storage = _donor_storage(record, donor, config)
-        report.objects_deleted += ports.storage.for_prefix(prefix).delete_prefix(prefix, storage)
+        store = ports.storage.for_prefix(prefix)
+        report.objects_deleted += store.delete_prefix(prefix, storage)
+        if store.list_prefix(prefix, storage):
+            raise PrefixNotEmptyError("objects appeared under the fork's prefix while it was swept")
         delete_record(engine, record)
         report.cleaned.append((record.workspace_id, record.ducklake_name, record.metadata_schema))
     except Exception as exc:

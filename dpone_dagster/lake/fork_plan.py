@@ -93,13 +93,17 @@ class PhysicalLake:
     namespace: Namespace
     data_path: str
     is_fork: bool
+    incarnation: str = ""
 
     @property
     def key(self) -> tuple[str, str | None, str]:
         return (self.namespace.database_key, self.namespace.schema, self.data_path)
 
 
-def physical_lake(workspace_id: str, settings: LakeConfig, config: DponeConfig, *, is_fork: bool) -> PhysicalLake:
+def physical_lake(
+    workspace_id: str, settings: LakeConfig, config: DponeConfig, *, is_fork: bool, incarnation: str = ""
+) -> PhysicalLake:
+    """Where `workspace_id`'s copy lives; a fork's place depends on its incarnation (see naming)."""
     base = catalog_location(settings, config.project_root)
     data_path = absolute_data_path(settings.data_path, config.project_root)
     if not is_fork:
@@ -110,9 +114,10 @@ def physical_lake(workspace_id: str, settings: LakeConfig, config: DponeConfig, 
             f"lake {settings.name!r} has a {base.kind} catalog, which cannot hold a fork namespace; "
             "forks refuse to run rather than write the shared catalog (share the lake instead)"
         )
-    schema = fork_metadata_schema(workspace_id, settings.name)
+    schema = fork_metadata_schema(workspace_id, settings.name, incarnation)
     namespace = Namespace(base.sibling(schema), None) if base.kind == "duckdb" else Namespace(base, schema)
-    return PhysicalLake(workspace_id, settings, namespace, fork_data_path(workspace_id, data_path), True)
+    fork_path = fork_data_path(workspace_id, data_path, incarnation)
+    return PhysicalLake(workspace_id, settings, namespace, fork_path, True, incarnation)
 
 
 def _target_options(me: PhysicalLake) -> Options:
@@ -187,7 +192,9 @@ def _chain_lakes(
     for index, member in enumerate(view.chain[1:], start=1):
         settings = view.settings[member.id].settings
         try:
-            there = physical_lake(member.id, settings, config, is_fork=view.is_fork_at(index))
+            there = physical_lake(
+                member.id, settings, config, is_fork=view.is_fork_at(index), incarnation=member.incarnation
+            )
         except ForkCatalogUnsupportedError:
             continue
         representative = by_key.setdefault(there.key, there)
@@ -223,13 +230,19 @@ def _register(workspace_id: str, lake: str, own: LakeConfig, me: PhysicalLake, c
     record = NamespaceRecord(
         workspace_id=workspace_id,
         ducklake_name=lake,
-        metadata_schema=fork_metadata_schema(workspace_id, lake),
+        metadata_schema=fork_metadata_schema(workspace_id, lake, me.incarnation),
         catalog=catalog_location(own, config.project_root),
         storage=own.storage,
         storage_ref=own.storage_ref,
         data_path=me.data_path,
     )
-    register(open_store(config.control_store), record, clock=ports.clock, cache=ports.registrations)
+    register(
+        open_store(config.control_store),
+        record,
+        incarnation=me.incarnation,
+        clock=ports.clock,
+        cache=ports.registrations,
+    )
 
 
 def resolve_workspace_lake(
@@ -245,7 +258,7 @@ def resolve_workspace_lake(
     if not view.fork_mode:
         return root_resolution(workspace_id, own, config, targets)
 
-    me = physical_lake(workspace_id, own, config, is_fork=True)
+    me = physical_lake(workspace_id, own, config, is_fork=True, incarnation=view.incarnation)
     ancestors, serving = _chain_lakes(view, config)
     me, ancestors, role_warnings = confine(me, ancestors, config)
     aliases = {a.workspace_id: ancestor_alias(lake, a.workspace_id) for a in ancestors}
@@ -273,7 +286,7 @@ def resolve_workspace_lake(
         workspace_id=workspace_id,
         lake=lake,
         fork_mode=True,
-        namespace=fork_metadata_schema(workspace_id, lake),
+        namespace=fork_metadata_schema(workspace_id, lake, view.incarnation),
         data_path=me.data_path,
         catalog=me.namespace.catalog,
         base_catalog=catalog_location(own, config.project_root),

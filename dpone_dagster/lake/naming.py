@@ -6,12 +6,18 @@ defer views are all derived here and written to catalogs, object stores and the 
 Changing any output for an existing input orphans data or breaks stored views. They must never
 change; the golden vectors in `tests/lake/test_naming.py` pin them.
 
+Incarnations: a fork id re-created after a drop is a new incarnation (a random id stored in the
+control store), and its metadata schema / sibling file and data segment are distinct, so no process
+holding the old incarnation can write into, and no new incarnation can re-attach, the old place.
+The legacy incarnation `""` (forks created before incarnations) keeps the original names exactly.
+
 Shapes (mangle = lowercase, every non-alphanumeric to `_`, then truncated; hash8 = first 4 bytes
 of SHA-256 as hex; `\\0` separates the hashed parts so no pair of inputs concatenates alike):
-- `fork_metadata_schema(ws, lake)` = `wm_fork_<ws,24>_<lake,16>_<hash8(ws\\0lake)>` (≤ 58 chars)
+- `fork_metadata_schema(ws, lake, inc)` = `wm_fork_<ws,24>_<lake,16>_<hash8(ws\\0lake[\\0inc])>` (≤ 58)
 - `ancestor_alias(lake, ws)`       = `__wm_dl_<lake,20>_<ws,20>_<hash8(lake\\0ws)>` (≤ 58 chars)
-- `fork_segment(ws)`               = `<ws,40>_<hash8(ws)>` (one path component, no `/`)
-- `fork_data_path(ws, data_path)`  = `<storage root>/__wm_forks/<segment>/<path under root>`
+- `fork_segment(ws, inc)`          = `<ws,40>_<hash8(ws[\\0inc])>` (one path component, no `/`)
+- `fork_data_path(ws, data_path, inc)` = `<storage root>/__wm_forks/<segment>/<path under root>`
+  (`[\\0inc]` is hashed only for a non-empty incarnation)
 - `lake_alias(lake)`               = `lake_<lake>` (DuckDB reserves `main`, the default lake's name)
 
 What a reader could get wrong: the fork data prefix sits at the *storage root* (the bucket for
@@ -52,11 +58,15 @@ def hash8(*parts: str) -> str:
     return hashlib.sha256("\0".join(parts).encode("utf-8")).hexdigest()[:8]
 
 
-def fork_metadata_schema(workspace_id: str, lake: str) -> str:
+def _with_incarnation(parts: tuple[str, ...], incarnation: str) -> tuple[str, ...]:
+    return (*parts, incarnation) if incarnation else parts
+
+
+def fork_metadata_schema(workspace_id: str, lake: str, incarnation: str = "") -> str:
     """Metadata schema (PostgreSQL) or catalog-file stem (DuckDB) of `lake` in fork `workspace_id`."""
     return (
         f"{FORK_SCHEMA_PREFIX}{mangle(workspace_id, 24)}_{mangle(lake, 16)}_"
-        f"{hash8(workspace_id, lake)}"
+        f"{hash8(*_with_incarnation((workspace_id, lake), incarnation))}"
     )
 
 
@@ -68,9 +78,14 @@ def ancestor_alias(lake: str, ancestor_id: str) -> str:
     )
 
 
-def fork_segment(workspace_id: str) -> str:
-    """The single path component that holds all of a fork's data files."""
-    return f"{mangle(workspace_id, 40)}_{hash8(workspace_id)}"
+def fork_segment(workspace_id: str, incarnation: str = "") -> str:
+    """The single path component that holds all of one fork incarnation's data files."""
+    return f"{mangle(workspace_id, 40)}_{hash8(*_with_incarnation((workspace_id,), incarnation))}"
+
+
+def is_fork_segment_of(workspace_id: str, segment: str) -> bool:
+    """True when `segment` has the shape `fork_segment(workspace_id, <some incarnation>)` gives."""
+    return re.fullmatch(re.escape(mangle(workspace_id, 40)) + r"_[0-9a-f]{8}", segment) is not None
 
 
 def lake_alias(lake: str) -> str:
@@ -108,13 +123,13 @@ def split_storage_root(data_path: str) -> tuple[str, str]:
     return str(path.parent), path.name
 
 
-def fork_storage_prefix(workspace_id: str, data_path: str) -> str:
+def fork_storage_prefix(workspace_id: str, data_path: str, incarnation: str = "") -> str:
     """`<storage root>/__wm_forks/<segment>/`: everything the fork wrote at this root, and nothing else."""
     root, _ = split_storage_root(data_path)
-    return f"{root.rstrip('/')}/{FORK_DATA_DIR}/{fork_segment(workspace_id)}/"
+    return f"{root.rstrip('/')}/{FORK_DATA_DIR}/{fork_segment(workspace_id, incarnation)}/"
 
 
-def fork_data_path(workspace_id: str, data_path: str) -> str:
+def fork_data_path(workspace_id: str, data_path: str, incarnation: str = "") -> str:
     """The fork's DATA_PATH for a lake whose own DATA_PATH is `data_path` (ends with `/`)."""
     _, under = split_storage_root(data_path)
     if not under:
@@ -122,5 +137,5 @@ def fork_data_path(workspace_id: str, data_path: str) -> str:
             "a lake whose data path is a bucket root cannot be forked: the fork's files would sit "
             "under the parent's data path, where the parent's orphan-file sweep deletes them"
         )
-    prefix = fork_storage_prefix(workspace_id, data_path)
+    prefix = fork_storage_prefix(workspace_id, data_path, incarnation)
     return f"{prefix}{under}/"

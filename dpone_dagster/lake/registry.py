@@ -2,12 +2,16 @@
 
 Fork resolution registers the location it is about to attach (catalog identity, storage identity,
 storage_ref, data path) before the job runs; cleanup reads the registered identities, never the
-fork's current settings. Registration sits behind an in-process cache keyed per (store, workspace)
-with a TTL, invalidated whenever that workspace's rows are cleaned: a fork recreated under the same
-id within the TTL must register again, or its namespace would be orphaned at its own deletion.
+fork's current settings. Registration is fenced: it writes the row in the same transaction as an
+UPDATE of the fork's incarnation row that only matches while that incarnation is current and
+`active`, so once a drop has moved it to `dropping` no process can register (and so attach) it
+again, and a drop waiting on the row lock sees every row registered before it. Registration sits
+behind an in-process cache keyed per (store, workspace, incarnation) with a TTL: a fork id
+re-created by another process is a new incarnation, with new names, so it always registers anew.
 
 What a reader could get wrong: registering an already-registered location resets
-`schema_dropped`, because attaching recreates the schema.
+`schema_dropped`, because attaching recreates the schema; the cache only skips the *write* — every
+resolution still reads the chain, which refuses a workspace that is being dropped.
 """
 
 from __future__ import annotations
@@ -24,10 +28,16 @@ from sqlalchemy.engine import Connection, Engine
 
 from dpone_dagster.config import StorageConfig
 from dpone_dagster.control.lake_tables import fork_ducklake_namespace as ledger
+from dpone_dagster.control.workspace_tables import touch_active_incarnation
+from dpone_dagster.errors import WorkspaceError
 from dpone_dagster.lake.attach import CatalogLocation
 from dpone_dagster.lake.ports import Clock, utc_now
 
 REGISTRATION_TTL = timedelta(seconds=60)
+
+
+class ForkDroppingError(WorkspaceError):
+    code = "workspace.dropping"
 
 
 def canonical(value: object) -> str:
@@ -79,25 +89,27 @@ class NamespaceRecord:
 
 
 class RegistrationCache:
-    """Which locations this process registered recently, per (store URL, workspace)."""
+    """Which locations this process registered recently, per (store URL, workspace, incarnation)."""
 
     def __init__(self, ttl: timedelta = REGISTRATION_TTL) -> None:
         self.ttl = ttl
         self._lock = threading.Lock()
-        self._seen: dict[tuple[str, str], dict[str, object]] = {}
+        self._seen: dict[tuple[str, str, str], dict[str, object]] = {}
 
-    def fresh(self, store: str, record: NamespaceRecord, now) -> bool:
+    def fresh(self, store: str, record: NamespaceRecord, now, incarnation: str = "") -> bool:
         with self._lock:
-            expiry = self._seen.get((store, record.workspace_id), {}).get(record.location_key)
+            expiry = self._seen.get((store, record.workspace_id, incarnation), {}).get(record.location_key)
             return expiry is not None and expiry > now
 
-    def remember(self, store: str, record: NamespaceRecord, now) -> None:
+    def remember(self, store: str, record: NamespaceRecord, now, incarnation: str = "") -> None:
         with self._lock:
-            self._seen.setdefault((store, record.workspace_id), {})[record.location_key] = now + self.ttl
+            key = (store, record.workspace_id, incarnation)
+            self._seen.setdefault(key, {})[record.location_key] = now + self.ttl
 
     def invalidate(self, store: str, workspace_id: str) -> None:
         with self._lock:
-            self._seen.pop((store, workspace_id), None)
+            for key in [k for k in self._seen if k[:2] == (store, workspace_id)]:
+                self._seen.pop(key, None)
 
 
 CACHE = RegistrationCache()
@@ -112,14 +124,26 @@ def _key(record: NamespaceRecord):
 
 
 def register(
-    engine: Engine, record: NamespaceRecord, *, clock: Clock = utc_now, cache: RegistrationCache = CACHE
+    engine: Engine,
+    record: NamespaceRecord,
+    *,
+    incarnation: str = "",
+    clock: Clock = utc_now,
+    cache: RegistrationCache = CACHE,
 ) -> bool:
-    """Upsert the row unless registered within the TTL. Returns True when the store was written."""
+    """Upsert the row unless registered within the TTL. Returns True when the store was written.
+
+    Refuses (`workspace.dropping`) when `incarnation` is no longer the fork's current, active one."""
     store = str(engine.url)
     now = clock()
-    if cache.fresh(store, record, now):
+    if cache.fresh(store, record, now, incarnation):
         return False
     with engine.begin() as conn:
+        if not touch_active_incarnation(conn, record.workspace_id, incarnation, now.isoformat()):
+            raise ForkDroppingError(
+                f"workspace {record.workspace_id!r} is being dropped or was re-created; this "
+                "resolution belongs to a dropped incarnation and attaches nothing"
+            )
         updated = conn.execute(
             ledger.update().where(_key(record)).values(schema_dropped=False)
         ).rowcount
@@ -137,7 +161,7 @@ def register(
                     schema_dropped=False,
                 )
             )
-    cache.remember(store, record, now)
+    cache.remember(store, record, now, incarnation)
     return True
 
 

@@ -62,10 +62,11 @@ class LakeTableStates:
     fork_mode: bool
     tables: dict[TableName, TableState]
     ancestor_rows: tuple[TrackingRow, ...]
+    incarnation: str = ""
 
     @property
     def namespace(self) -> str:
-        return fork_metadata_schema(self.workspace_id, self.lake) if self.fork_mode else ROOT_NAMESPACE
+        return fork_metadata_schema(self.workspace_id, self.lake, self.incarnation) if self.fork_mode else ROOT_NAMESPACE
 
     def of(self, table: TableName) -> TableState:
         found = self.tables.get(table)
@@ -161,4 +162,5 @@ def lake_table_states(workspace_id: str, lake: str = "main", config: DponeConfig
         fork_mode=view.fork_mode,
         tables=tables,
         ancestor_rows=tuple(r for r in rows if r.workspace_id in ancestors),
+        incarnation=view.incarnation,
     )

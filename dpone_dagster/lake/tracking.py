@@ -27,14 +27,17 @@ from dpone_dagster.control.lake_tables import materialized_asset_schema, materia
 from dpone_dagster.control.store import open_store
 from dpone_dagster.control.workspace_tables import (
     ACTIVE,
+    DROPPING,
     LakeSettings,
     Workspace,
     ancestor_chain,
+    incarnation_state,
     lake_settings,
 )
 from dpone_dagster.errors import LakeError, WorkspaceError
 from dpone_dagster.lake.defer import SCD2_MARKER, TableName
 from dpone_dagster.lake.ports import Clock, utc_now
+from dpone_dagster.lake.registry import ForkDroppingError
 
 Status = Literal["materialized", "failed"]
 STATUSES: tuple[str, ...] = ("materialized", "failed")
@@ -49,10 +52,6 @@ class TrackingError(LakeError):
 
 class UnknownWorkspaceError(WorkspaceError):
     code = "workspace.unknown"
-
-
-class ForkDroppingError(WorkspaceError):
-    code = "workspace.dropping"
 
 
 @dataclass(frozen=True)
@@ -241,6 +240,9 @@ def workspace_lake_view(workspace_id: str, lake: str, config: DponeConfig) -> Wo
     with open_store(config.control_store).connect() as conn:
         chain = ancestor_chain(conn, workspace_id)
         if not chain:
+            state = incarnation_state(conn, workspace_id)
+            if state is not None and state[1] == DROPPING:
+                raise ForkDroppingError(f"workspace {workspace_id!r} is being dropped")
             raise UnknownWorkspaceError(f"workspace {workspace_id!r} does not exist")
         if chain[0].state != ACTIVE:
             raise ForkDroppingError(

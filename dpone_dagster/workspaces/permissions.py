@@ -1,7 +1,8 @@
 """Who may drop a fork (or change its lakes), and who may grant admin.
 
-An admin of a workspace is an actor granted admin on it or on any of its ancestors (admins of
-`prod` are admins everywhere). A fork may be dropped by its owner or an admin; a standing dev
+An admin of a workspace is an actor granted admin on it, on any of its ancestors, or on the root:
+admins of `prod` are admins everywhere, including forks orphaned by a dropped parent (whose chain
+no longer reaches `prod`), so every workspace can always be dropped and granted on by someone. A fork may be dropped by its owner or an admin; a standing dev
 workspace attached to a parent also needs an admin of that parent, because dropping it takes a
 shared environment away from everyone working in it. While `prod` has no admin at all, anyone may
 grant the first one (bootstrap).
@@ -26,9 +27,9 @@ class PermissionDeniedError(WorkspaceError):
 
 
 def is_admin_of(conn: Connection, workspace_id: str, actor: str) -> bool:
-    scope = [w.id for w in ancestor_chain(conn, workspace_id)] or [workspace_id]
+    scope = {w.id for w in ancestor_chain(conn, workspace_id)} | {workspace_id, ROOT_WORKSPACE}
     query = sa.select(workspace_admin.c.actor).where(
-        workspace_admin.c.workspace_id.in_(scope), workspace_admin.c.actor == actor
+        workspace_admin.c.workspace_id.in_(sorted(scope)), workspace_admin.c.actor == actor
     )
     return conn.execute(query).first() is not None
 

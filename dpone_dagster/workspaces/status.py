@@ -55,8 +55,9 @@ def _lake_status(workspace_id: str, lake: str, config: DponeConfig) -> tuple[Lak
     data_path = absolute_data_path(own.settings.data_path, config.project_root)
     if view.fork_mode:
         try:
-            data_path = physical_lake(workspace_id, own.settings, config, is_fork=True).data_path
-            namespace = fork_metadata_schema(workspace_id, lake)
+            me = physical_lake(workspace_id, own.settings, config, is_fork=True, incarnation=view.incarnation)
+            data_path = me.data_path
+            namespace = fork_metadata_schema(workspace_id, lake, view.incarnation)
         except LakeError as exc:
             problem = exc.code
     names = sorted({name for ws in view.chain_ids for name in view.tracking.of(ws)})

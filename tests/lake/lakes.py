@@ -68,6 +68,30 @@ def pg_s3_env(postgres_server, database: str, s3_server, bucket: str) -> LakeEnv
     return LakeEnv("pg_s3", config, list_files, s3_bucket=bucket)
 
 
+def incarnation(env: LakeEnv, workspace_id: str) -> str:
+    """The current incarnation of a fork id (`""` for one that never had an incarnation row)."""
+    from dpone_dagster.control.store import open_store
+    from dpone_dagster.control.workspace_tables import incarnation_state
+
+    with open_store(env.config.control_store).connect() as conn:
+        found = incarnation_state(conn, workspace_id)
+    return found[0] if found else ""
+
+
+def fork_schema(env: LakeEnv, workspace_id: str, lake: str = "main") -> str:
+    from dpone_dagster.lake.naming import fork_metadata_schema
+
+    return fork_metadata_schema(workspace_id, lake, incarnation(env, workspace_id))
+
+
+def fork_prefix(env: LakeEnv, workspace_id: str) -> str:
+    from dpone_dagster.lake.attach import absolute_data_path
+    from dpone_dagster.lake.naming import fork_storage_prefix
+
+    parent = absolute_data_path(env.lake.data_path, env.config.project_root)
+    return fork_storage_prefix(workspace_id, parent, incarnation(env, workspace_id))
+
+
 _POOL: dict[tuple[str, ...], object] = {}
 
 
@@ -150,14 +174,17 @@ class LakeFingerprint:
 def fingerprint(env: LakeEnv, workspace: str = "prod") -> LakeFingerprint:
     from dpone_dagster.lake.resolve import resolve
 
+    resolved = resolve(workspace, "main", config=env.config)
+    # a PostgreSQL fork's catalog tables live in its own schema (the default one is its root's)
+    schema = f"{resolved.namespace}." if resolved.fork_mode and resolved.catalog.kind == "postgres" else ""
     with attached(env, workspace) as conn:
         snapshots = conn.execute(
             "SELECT snapshot_id, schema_version, changes::VARCHAR FROM lake_main.snapshots() ORDER BY 1"
         ).fetchall()
         files = conn.execute(
-            "SELECT path FROM __ducklake_metadata_lake_main.ducklake_data_file ORDER BY 1"
+            f"SELECT path FROM __ducklake_metadata_lake_main.{schema}ducklake_data_file ORDER BY 1"
         ).fetchall()
-    data_path = resolve(workspace, "main", config=env.config).data_path
+    data_path = resolved.data_path
     return LakeFingerprint(tuple(snapshots), tuple(files), tuple(env.list_files(data_path)))
 
 

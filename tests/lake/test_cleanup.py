@@ -23,7 +23,7 @@ from dpone_dagster.lake.catalogs import (
 )
 from dpone_dagster.lake.cleanup import CleanupPorts, registered_prefix
 from dpone_dagster.lake.attach import CatalogLocation
-from dpone_dagster.lake.naming import fork_metadata_schema, fork_storage_prefix
+from dpone_dagster.lake.naming import fork_metadata_schema
 from dpone_dagster.lake.object_store import (
     LocalPrefixes,
     S3Prefixes,
@@ -36,7 +36,7 @@ from dpone_dagster.lake.registry import NamespaceRecord, RegistrationCache, regi
 from dpone_dagster.lake.resolve import resolve
 from dpone_dagster.workspaces.service import LeftoverNamespaceError, Workspaces
 
-from .lakes import fingerprint, materialize, set_lake_settings
+from .lakes import fingerprint, fork_prefix, fork_schema, incarnation, materialize, set_lake_settings
 
 
 class DownCatalog:
@@ -68,7 +68,7 @@ def ledger_rows(env, workspace_id):
 
 
 def namespace_exists(env, workspace_id) -> bool:
-    schema = fork_metadata_schema(workspace_id, "main")
+    schema = fork_schema(env, workspace_id)
     resolved = resolve("prod", config=env.config)
     if resolved.catalog.kind == "postgres":
         with psycopg.connect(resolved.catalog.target) as conn:
@@ -80,8 +80,7 @@ def namespace_exists(env, workspace_id) -> bool:
 
 
 def fork_files(env, workspace_id):
-    parent_path = resolve("prod", config=env.config).data_path
-    return env.list_files(fork_storage_prefix(workspace_id, parent_path))
+    return env.list_files(fork_prefix(env, workspace_id))
 
 
 def test_catalog_down_then_storage_down_then_both_up_leaves_nothing(lake_env):
@@ -224,18 +223,20 @@ def test_flipping_a_lake_to_shared_keeps_its_ledger_rows(embedded_lake):
 def test_registration_cache_skips_rewrites_until_invalidated(embedded_lake):
     env = embedded_lake
     engine = open_store(env.config.control_store)
+    Workspaces(env.config).create_fork("wm-fork-a", "prod", owner="alice")
+    inc = incarnation(env, "wm-fork-a")
     record = NamespaceRecord(
-        "wm-fork-a", "main", fork_metadata_schema("wm-fork-a", "main"),
+        "wm-fork-a", "main", fork_metadata_schema("wm-fork-a", "main", inc),
         CatalogLocation("duckdb", "/x/main.ducklake"), None, "default",
         "/x/__wm_forks/seg/main/",
     )
     cache = RegistrationCache(ttl=timedelta(seconds=60))
     t0 = datetime(2030, 1, 1, tzinfo=UTC)
-    assert register(engine, record, clock=lambda: t0, cache=cache)
-    assert not register(engine, record, clock=lambda: t0 + timedelta(seconds=30), cache=cache)
-    assert register(engine, record, clock=lambda: t0 + timedelta(seconds=61), cache=cache)
+    assert register(engine, record, incarnation=inc, clock=lambda: t0, cache=cache)
+    assert not register(engine, record, incarnation=inc, clock=lambda: t0 + timedelta(seconds=30), cache=cache)
+    assert register(engine, record, incarnation=inc, clock=lambda: t0 + timedelta(seconds=61), cache=cache)
     cache.invalidate(str(engine.url), "wm-fork-a")
-    assert register(engine, record, clock=lambda: t0 + timedelta(seconds=62), cache=cache)
+    assert register(engine, record, incarnation=inc, clock=lambda: t0 + timedelta(seconds=62), cache=cache)
     assert len(ledger_rows(env, "wm-fork-a")) == 1
 
 

@@ -6,7 +6,7 @@ from dagster import MaterializeResult, asset, materialize
 
 from dpone_dagster.config import load_config
 from dpone_dagster.defs.lake import defs
-from dpone_dagster.defs.lake.jobs import drop_fork_job
+from dpone_dagster.defs.lake.jobs import build_drop_fork_job
 from dpone_dagster.defs.lake.resources import DuckLakeResource
 from dpone_dagster.lake.naming import fork_metadata_schema
 from dpone_dagster.workspaces.service import Workspaces
@@ -33,7 +33,7 @@ def _metadata(result, key):
     return {k: v.value for k, v in event.materialization.metadata.items()}
 
 
-def test_resource_in_prod_then_in_a_fork_that_defers_upstream():
+def test_resource_in_prod_then_in_a_fork_that_defers_upstream(monkeypatch):
     prod = materialize([orders, order_count], resources={"ducklake": DuckLakeResource()})
     assert prod.success
     meta = _metadata(prod, "order_count")
@@ -41,12 +41,13 @@ def test_resource_in_prod_then_in_a_fork_that_defers_upstream():
     assert isinstance(meta["snapshot_id"], int)
 
     Workspaces(load_config()).create_fork("wm-fork-dag", "prod", owner="alice")
-    fork = DuckLakeResource(workspace="wm-fork-dag")
+    monkeypatch.setenv("DPONE_WORKSPACE", "wm-fork-dag")
+    fork = DuckLakeResource()
     run = materialize([order_count], resources={"ducklake": fork}, selection=[order_count.key])
     assert run.success
     meta = _metadata(run, "order_count")
     assert meta["workspace"] == "wm-fork-dag" and meta["fork_state"] == "fork_materialized"
-    assert meta["namespace"] == fork_metadata_schema("wm-fork-dag", "main") and meta["n"] == 25
+    assert meta["namespace"] == fork_metadata_schema("wm-fork-dag", "main", _incarnation("wm-fork-dag")) and meta["n"] == 25
     with fork.connect() as conn:
         assert conn.execute("SELECT count(*) FROM orders").fetchone() == (25,)
     from dpone_dagster.lake.tracking import fork_state
@@ -54,11 +55,14 @@ def test_resource_in_prod_then_in_a_fork_that_defers_upstream():
     assert fork_state("wm-fork-dag", "main", "main", "orders").state == "deferred"
 
 
-def test_drop_job_deletes_the_fork_and_fails_visibly_when_refused():
+def test_drop_job_deletes_the_fork_and_fails_visibly_when_refused(monkeypatch):
     assert defs.resolve_job_def("drop_fork_job") is not None
     Workspaces(load_config()).create_fork("wm-fork-job", "prod", owner="alice")
-    with DuckLakeResource(workspace="wm-fork-job").connect() as conn:
+    monkeypatch.setenv("DPONE_WORKSPACE", "wm-fork-job")
+    with DuckLakeResource().connect() as conn:
         conn.execute("CREATE TABLE t AS SELECT 1 AS x")
+    monkeypatch.delenv("DPONE_WORKSPACE")
+    drop_fork_job = build_drop_fork_job()
 
     def run(actor):
         return drop_fork_job.execute_in_process(
@@ -71,3 +75,12 @@ def test_drop_job_deletes_the_fork_and_fails_visibly_when_refused():
     assert [w.id for w in Workspaces(load_config()).list()] == ["prod", "wm-fork-job"]
     assert run("alice").success
     assert [w.id for w in Workspaces(load_config()).list()] == ["prod"]
+
+
+def _incarnation(workspace_id: str) -> str:
+    from dpone_dagster.control.store import open_store
+    from dpone_dagster.control.workspace_tables import incarnation_state
+
+    with open_store(load_config().control_store).connect() as conn:
+        found = incarnation_state(conn, workspace_id)
+    return found[0] if found else ""

@@ -8,6 +8,9 @@ nobody materialized is absent.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import pytest
 from dagster import (
     AssetKey,
@@ -54,6 +57,14 @@ def order_count(ducklake: DuckLakeResource) -> MaterializeResult:
         return MaterializeResult(metadata=ducklake.record_materialization(conn, "order_count"))
 
 
+@contextmanager
+def acting_as(workspace: str) -> Iterator[DuckLakeResource]:
+    """The `ducklake` resource of a process whose configuration names `workspace`."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DPONE_WORKSPACE", workspace)
+        yield DuckLakeResource()
+
+
 def _snapshots(result) -> dict[str, int]:
     return {
         e.asset_key.path[-1]: e.materialization.metadata["snapshot_id"].value
@@ -66,9 +77,8 @@ def fork_with_one_model() -> dict[str, dict[str, int]]:
     """Prod materializes both tables; the fork only `order_count`. Returns snapshot ids per workspace."""
     prod = materialize([orders, order_count], resources={"ducklake": DuckLakeResource()})
     Workspaces(load_config()).create_fork(FORK, "prod", owner="alice")
-    fork = materialize(
-        [orders, order_count], resources={"ducklake": DuckLakeResource(workspace=FORK)}, selection=[COUNT]
-    )
+    with acting_as(FORK) as ducklake:
+        fork = materialize([orders, order_count], resources={"ducklake": ducklake}, selection=[COUNT])
     assert prod.success and fork.success
     return {"prod": _snapshots(prod), FORK: _snapshots(fork)}
 
@@ -79,11 +89,12 @@ def _values(event) -> dict[str, object]:
 
 def test_observation_job_reports_deferred_fork_materialized_and_absent(fork_with_one_model):
     job = build_fork_state_observation_job(lambda: KEYS)
-    result = job.execute_in_process(resources={"ducklake": DuckLakeResource(workspace=FORK)})
+    with acting_as(FORK) as ducklake:
+        result = job.execute_in_process(resources={"ducklake": ducklake})
     assert result.success
     seen = {e.asset_key: _values(e) for e in result.asset_observations_for_node("observe_fork_state")}
     assert set(seen) == set(KEYS)
-    namespace = fork_metadata_schema(FORK, "main")
+    namespace = fork_metadata_schema(FORK, "main", _incarnation(FORK))
     assert seen[ORDERS] == {
         "workspace": FORK, "lake": "main", "table": "main.orders", "namespace": namespace,
         "fork_state": "deferred", "fork_owner": "prod", "snapshot_id": fork_with_one_model["prod"]["orders"],
@@ -115,8 +126,9 @@ def test_the_location_observes_every_dbt_table():
 
 
 def _tick(sensor, workspace: str, cursor: str | None = None):
-    context = build_sensor_context(cursor=cursor, resources={"ducklake": DuckLakeResource(workspace=workspace)})
-    return sensor(context)
+    with acting_as(workspace) as ducklake:
+        context = build_sensor_context(cursor=cursor, resources={"ducklake": ducklake})
+        return sensor(context)
 
 
 def test_sensor_skips_outside_a_fork(fork_with_one_model):
@@ -137,8 +149,8 @@ def test_sensor_reports_after_ancestor_materializations_only(fork_with_one_model
     assert not quiet.asset_events and quiet.cursor == first.cursor
     assert quiet.skip_reason.skip_message.startswith("no ancestor materialized since 20")
 
-    fork = DuckLakeResource(workspace=FORK)
-    assert materialize([orders, order_count], resources={"ducklake": fork}, selection=[COUNT]).success
+    with acting_as(FORK) as fork:
+        assert materialize([orders, order_count], resources={"ducklake": fork}, selection=[COUNT]).success
     assert not _tick(sensor, FORK, first.cursor).asset_events
 
     again = materialize([orders, order_count], resources={"ducklake": DuckLakeResource()}, selection=[ORDERS])
@@ -200,3 +212,12 @@ def test_batched_states_agree_with_the_per_table_walk_over_a_chain():
     assert states.counts([TableName("s", t) for t in "abcde"]) == {
         "absent": 2, "deferred": 2, "fork_materialized": 1
     }
+
+
+def _incarnation(workspace_id: str) -> str:
+    from dpone_dagster.control.store import open_store
+    from dpone_dagster.control.workspace_tables import incarnation_state
+
+    with open_store(load_config().control_store).connect() as conn:
+        found = incarnation_state(conn, workspace_id)
+    return found[0] if found else ""

@@ -6,12 +6,12 @@ import duckdb
 import pytest
 
 from dpone_dagster.errors import LakeError
-from dpone_dagster.lake.naming import ancestor_alias, fork_metadata_schema, fork_storage_prefix
+from dpone_dagster.lake.naming import ancestor_alias
 from dpone_dagster.lake.resolve import resolve
 from dpone_dagster.lake.tracking import fork_state
 from dpone_dagster.workspaces.service import Workspaces
 
-from .lakes import fingerprint, materialize, run_sql, set_lake_settings
+from .lakes import fingerprint, fork_prefix, fork_schema, materialize, run_sql, set_lake_settings
 
 
 @pytest.fixture
@@ -33,8 +33,8 @@ def test_fork_defers_to_the_parents_current_rows_and_never_writes_it(lake_env, s
     before = fingerprint(lake_env)
 
     resolved = resolve("wm-fork-a", config=lake_env.config)
-    assert resolved.fork_mode and resolved.namespace == fork_metadata_schema("wm-fork-a", "main")
-    assert resolved.data_path.startswith(fork_storage_prefix("wm-fork-a", lake_env.lake.data_path))
+    assert resolved.fork_mode and resolved.namespace == fork_schema(lake_env, "wm-fork-a")
+    assert resolved.data_path.startswith(fork_prefix(lake_env, "wm-fork-a"))
     assert rows(lake_env, "wm-fork-a", "SELECT count(*), sum(id) FROM lake_main.orders") == [(50, 1225)]
     assert rows(lake_env, "wm-fork-a", "SELECT total FROM lake_main.mart.revenue") == [(7,)]
     assert fork_state("wm-fork-a", "main", "main", "orders", lake_env.config).state == "deferred"
@@ -205,7 +205,7 @@ def test_unreachable_ancestor_only_loses_its_own_defer(embedded_lake, service):
     service.create_fork("dev/team", "prod", owner="alice")
     materialize(embedded_lake, "dev/team", "customers", "SELECT 2 AS id")
     service.create_fork("wm-fork-x", "dev/team", owner="bob")
-    team_schema = fork_metadata_schema("dev/team", "main")
+    team_schema = fork_schema(embedded_lake, "dev/team")
 
     real = CatalogAdapters()
 
