@@ -1,4 +1,5 @@
-"""Read the active installed release from the local release cache, re-verified, and never write.
+"""Read the active installed releases, re-verified, and never write: the development release from the
+local release cache, and (embedded default only) the executable synthetic-family release.
 
 What a reader could get wrong: the cache is opened with an admission port that refuses every
 protected operation, so code holding this cache object cannot install, activate or repair anything;
@@ -9,11 +10,12 @@ from __future__ import annotations
 
 from dpone_dagster.authority.target_admission import AdmissionError
 from dpone_dagster.contracts.bounds import parse_timestamp
-from dpone_dagster.defs.release.settings import ReleaseSettings
+from dpone_dagster.platform.settings import ReleaseSettings
 from dpone_dagster.errors import DponeError
 from dpone_dagster.release.admission import AdmissionView, admission_view
 from dpone_dagster.release.install import InstalledRelease, ReleaseCache
 from dpone_dagster.clock import Clock
+from dpone_dagster.runtime.synthetic_release import SyntheticBundle, SyntheticReleaseStore
 
 
 class DeploymentLoadError(DponeError):
@@ -49,3 +51,10 @@ def installed_admission_view(installed: InstalledRelease) -> AdmissionView:
         authority_expires_at=parse_timestamp(installed.record.authority_expires_at),
         revocation_epoch=installed.record.revocation_epoch,
     )
+
+
+def load_synthetic_release(settings: ReleaseSettings) -> SyntheticBundle | None:
+    """The current synthetic-family release, fully re-verified; None on a configured platform or before one is installed."""
+    if settings.synthetic_runtime_root is None:
+        return None
+    return SyntheticReleaseStore(settings.synthetic_runtime_root).load_current()

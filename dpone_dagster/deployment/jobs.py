@@ -1,69 +1,113 @@
-"""One Dagster job per task of the installed release; launching any of them ends in the admission refusal.
+"""One Dagster job per task of an installed release; each asks the standard runtime to start its task.
 
-Each job has a single op that builds the standard runtime launcher for this run and calls it. The
-launcher runs admission before any port, admission denies every development-family task, and the op
-turns the denial into a failed run that says why: the stable code and reason in the failure
-message, and the reason, release identity, authority expiry and the count of credential resolutions
-(read back from the access ledger) as failure metadata and as run tags.
+Each job has a single op that builds the standard runtime launcher for this run (real, ledgered
+ports: `dpone_dagster.runtime.ports`) and calls it. Admission decides before any port:
 
-What a reader could get wrong: the installed release the job was built from is the one re-read and
+- a refusal (every development-family task) is persisted (a `runtime_denials` row in the control
+  store and the release state Installed → Denied, through `ReleaseDenials`), tagged on the run
+  (`dpone/admission=denied`, reason, release, authority expiry) and raised as a `dagster.Failure`
+  whose description is `[release.execution_denied] <reason>: …` and whose metadata carries the
+  reason, identity, expiry and the ledger's credential-resolution and port-use counts (zero);
+- a grant (a synthetic-family task on a synthetic target) runs: the op's output metadata shows the
+  statements run, rows per written relation, and the ledger's counts (credential resolutions > 0).
+- a typed failure after admission (a missing credential variable, a failed statement) is a
+  `dagster.Failure` with its code, never a traceback.
+
+What a reader could get wrong: the installed release a job was built from is the one re-read and
 re-verified when the run worker loads this code location, not a copy captured when the UI loaded it;
 a cache altered between the two makes the run fail to load instead of starting.
 """
 
+
 from dataclasses import dataclass
+from pathlib import Path
 
 import dagster as dg
 from dagster import OpExecutionContext
 
-from dpone_dagster.deployment.runtime import AccessLedger, deployment_launcher
-from dpone_dagster.deployment.tasks import DormantTask
-from dpone_dagster.errors import DponeError
-from dpone_dagster.release.admission import AdmissionView, ExecutionDeniedError, RevocationEpochSource
-from dpone_dagster.release.install import InstalledRelease
 from dpone_dagster.clock import Clock
+from dpone_dagster.control.store import open_store
+from dpone_dagster.errors import DponeError
+from dpone_dagster.platform.settings import ReleaseSettings
+from dpone_dagster.platform.target import ProtectedTarget
+from dpone_dagster.release.admission import SYNTHETIC_FAMILY, AdmissionView, ExecutionDeniedError
+from dpone_dagster.release.state import ReleaseDenials, ReleaseStateMachine
+from dpone_dagster.runtime.catalog import DormantTask
+from dpone_dagster.runtime.ports import AccessLedger, RunnableRelease, WriteOutcome, runtime_launcher
 
 TAG_PREFIX = "dpone/"
-
-
-class AdmissionInvariantError(DponeError):
-    code = "deployment.admission_not_denied"
+DENIAL_ORIGIN = "deployment_run"
 
 
 @dataclass(frozen=True)
 class DeploymentRuntime:
-    """What every dormant job needs at run time; built once per code-location load."""
+    """What every job needs at run time; built once per code-location load."""
 
-    installed: InstalledRelease
+    settings: ReleaseSettings
     ledger: AccessLedger
     clock: Clock
-    epochs: RevocationEpochSource
+    target: ProtectedTarget
 
 
-def dormant_job(task: DormantTask, name: str, runtime: DeploymentRuntime, view: AdmissionView) -> dg.JobDefinition:
+@dataclass(frozen=True)
+class FamilyRelease:
+    """One installed release of one family: its verified bytes, its admission view, its writer directory."""
+
+    release: RunnableRelease
+    view: AdmissionView
+    lake_dir: Path | None
+
+
+def task_job(task: DormantTask, name: str, runtime: DeploymentRuntime, family: FamilyRelease) -> dg.JobDefinition:
     """The job that asks the standard runtime to start `task`."""
     description = _describe(task)
     job_tags = {
+        f"{TAG_PREFIX}family": task.family,
         f"{TAG_PREFIX}task_kind": task.kind.value,
         f"{TAG_PREFIX}workload": task.runtime_task.workload_id[:255],
-        f"{TAG_PREFIX}dormant": "true",
+        f"{TAG_PREFIX}dormant": "false" if task.family == SYNTHETIC_FAMILY else "true",
     }
 
     @dg.op(name=f"start__{name}", description=description, tags=job_tags)
-    def start_task(context: OpExecutionContext) -> None:
-        launcher = deployment_launcher(
+    def start_task(context: OpExecutionContext) -> dg.Output:
+        states = ReleaseStateMachine(open_store(runtime.settings.control_store_url), runtime.clock)
+        launcher = runtime_launcher(
             ledger=runtime.ledger,
             run_id=context.run_id,
-            installed=runtime.installed,
+            release=family.release,
             task=task.runtime_task,
             clock=runtime.clock,
-            epochs=runtime.epochs,
+            epochs=runtime.target,
+            target=runtime.target,
+            env_name=runtime.settings.connection_env_name,
+            lake_dir=family.lake_dir,
+            recorder=ReleaseDenials(states, run_id=context.run_id, origin=DENIAL_ORIGIN),
         )
         try:
-            launcher.launch(view, task.runtime_task)
+            result = launcher.launch(family.view, task.runtime_task)
         except ExecutionDeniedError as denied:
-            _report_denial(context, denied, runtime)
-        raise AdmissionInvariantError("the standard runtime returned without a denial; refusing to continue")
+            raise _denial_failure(context, denied, runtime) from None
+        except DponeError as error:
+            raise dg.Failure(
+                description=str(error), metadata={"error_code": error.code, **_counts(context, runtime)}, allow_retries=False
+            ) from None
+        counts = _counts(context, runtime)
+        context.instance.add_run_tags(
+            context.run_id,
+            {
+                f"{TAG_PREFIX}admission": "admitted",
+                f"{TAG_PREFIX}release_id": result.grant.release_id,
+                f"{TAG_PREFIX}credential_resolutions": str(counts["credential_resolutions"]),
+            },
+        )
+        outcome: WriteOutcome = result.outcome
+        metadata: dict[str, dg.RawMetadataValue] = {
+            **result.grant.as_metadata(),
+            **counts,
+            "statements": outcome.statements,
+            **{f"rows: {relation}": rows for relation, rows in sorted(outcome.rows.items())},
+        }
+        return dg.Output(None, metadata=metadata)
 
     @dg.job(name=name, description=description, tags=job_tags, metadata=task.metadata())
     def _job() -> None:
@@ -72,10 +116,16 @@ def dormant_job(task: DormantTask, name: str, runtime: DeploymentRuntime, view: 
     return _job
 
 
-def _report_denial(context: OpExecutionContext, denied: ExecutionDeniedError, runtime: DeploymentRuntime) -> None:
+def _counts(context: OpExecutionContext, runtime: DeploymentRuntime) -> dict[str, int]:
+    uses = runtime.ledger.entries(run_id=context.run_id)
+    return {
+        "credential_resolutions": sum(1 for entry in uses if entry["port"] == "credentials"),
+        "runtime_port_uses": len(uses),
+    }
+
+
+def _denial_failure(context: OpExecutionContext, denied: ExecutionDeniedError, runtime: DeploymentRuntime) -> dg.Failure:
     denial = denied.denial
-    credential_resolutions = len(runtime.ledger.entries(run_id=context.run_id, port="credentials"))
-    port_uses = len(runtime.ledger.entries(run_id=context.run_id))
     context.instance.add_run_tags(
         context.run_id,
         {
@@ -83,19 +133,19 @@ def _report_denial(context: OpExecutionContext, denied: ExecutionDeniedError, ru
             f"{TAG_PREFIX}denial_reason": denial.reason.value,
             f"{TAG_PREFIX}release_id": denial.release_id,
             f"{TAG_PREFIX}authority_expires_at": denial.authority_expires_at,
+            f"{TAG_PREFIX}denial_recorded": "control_store",
         },
     )
-    metadata: dict[str, dg.RawMetadataValue] = {
-        **denial.as_metadata(),
-        "error_code": denied.code,
-        "credential_resolutions": credential_resolutions,
-        "runtime_port_uses": port_uses,
-    }
-    raise dg.Failure(description=str(denied), metadata=metadata, allow_retries=False)
+    metadata: dict[str, dg.RawMetadataValue] = {**denial.as_metadata(), "error_code": denied.code, **_counts(context, runtime)}
+    return dg.Failure(description=str(denied), metadata=metadata, allow_retries=False)
 
 
 def _describe(task: DormantTask) -> str:
-    lines = [f"Dormant {task.kind.value} task `{task.label}` of the installed development release."]
-    lines.append("Launching it is refused by the standard runtime admission before any credential, source or writer.")
+    if task.family == SYNTHETIC_FAMILY:
+        lines = [f"Synthetic-family {task.kind.value} task `{task.label}`: runs for real in the synthetic runtime's own lake."]
+        lines.append("Admitted by the standard runtime only on a synthetic target; credentials are resolved by alias.")
+    else:
+        lines = [f"Dormant {task.kind.value} task `{task.label}` of the installed development release."]
+        lines.append("Launching it is refused by the standard runtime admission before any credential, source or writer.")
     lines.extend(f"- {key}: {value}" for key, value in task.metadata().items())
     return "\n".join(lines)

@@ -1,38 +1,47 @@
-"""Build the dormant deployment code location (served as `dpone_dagster.deployment.definitions:defs`).
+"""Build the deployment code location (served as `dpone_dagster.deployment.definitions:defs`).
 
-It loads the active installed release from the local release cache of the protected target
-environment, re-verifies every installed byte (`ReleaseCache.load`: sealed projection and artifact
-integrity), and shows each native, ordinary and pre-hook task as a Dagster job. Launching any of
-them is refused by the standard runtime admission (see `dpone_dagster.deployment.jobs`).
+It loads the active installed development release from the local release cache of the protected
+target environment and, in the embedded default, the executable synthetic-family release installed
+beside it; it re-verifies every installed byte of both, and shows each task as a Dagster job:
+
+- development tasks (native, ordinary, pre-hook), tagged `dpone/dormant=true`: launching one is
+  refused by the standard runtime admission before any port (see `dpone_dagster.deployment.jobs`);
+- synthetic-family tasks (ordinary, pre-hook), named `synthetic__…`, tagged `dpone/family=synthetic`:
+  launching one runs it for real (init-fetch, credentials by alias, source read, writer into the
+  synthetic runtime's own lake).
 
 - No protected target yet, or nothing activated yet: the location loads with no jobs.
-- The active release fails integrity verification: the location does not load, and the UI shows
-  `deployment.integrity_failed` with the release identity and the verification code.
+- An installed release fails integrity verification: the location does not load, and the UI shows
+  `deployment.integrity_failed` with the verification code.
 
-What a reader could get wrong: this location never writes the cache. It builds the cache with an
-admission port that refuses every protected operation, so not even a bug here could install,
-activate or repair a release. Reload the location in the UI after the release job activates a new
-release; code locations are loaded once, not watched.
+What a reader could get wrong: this location never writes a cache. It reads the development cache
+through an admission port that refuses every protected operation, so not even a bug here could
+install, activate or repair a release. Reload the location in the UI after the release job activates
+a new release; code locations are loaded once, not watched. This package never imports
+`dpone_dagster.defs` (settings and platform types live in `dpone_dagster.platform`).
 """
 
 from __future__ import annotations
 
 import dagster as dg
 
+from dpone_dagster.clock import Clock, SystemClock
 from dpone_dagster.config import load_config
 from dpone_dagster.contracts.coded import CodedError
-from dpone_dagster.defs.release.platform import PlatformError, ProtectedTarget
-from dpone_dagster.defs.release.settings import ReleaseSettings, release_settings
 from dpone_dagster.deployment.active import (
     DeploymentLoadError,
     installed_admission_view,
     load_active_release,
+    load_synthetic_release,
     read_only_cache,
 )
-from dpone_dagster.deployment.jobs import DeploymentRuntime, dormant_job
-from dpone_dagster.deployment.runtime import AccessLedger
-from dpone_dagster.deployment.tasks import dormant_tasks, job_names
-from dpone_dagster.clock import Clock, SystemClock
+from dpone_dagster.deployment.jobs import DeploymentRuntime, FamilyRelease, task_job
+from dpone_dagster.platform.settings import ReleaseSettings, release_settings
+from dpone_dagster.platform.target import PlatformError, ProtectedTarget
+from dpone_dagster.runtime.catalog import dormant_tasks, job_names, synthetic_tasks
+from dpone_dagster.runtime.ports import AccessLedger
+
+SYNTHETIC_JOB_PREFIX = "synthetic__"
 
 
 def build_definitions(settings: ReleaseSettings, *, clock: Clock | None = None) -> dg.Definitions:
@@ -43,24 +52,25 @@ def build_definitions(settings: ReleaseSettings, *, clock: Clock | None = None) 
     try:
         environment = protected.configuration().environment
         installed = load_active_release(read_only_cache(settings, environment, clock))
+        synthetic = load_synthetic_release(settings)
     except PlatformError:
         raise
     except CodedError as error:
         raise DeploymentLoadError(
-            f"the active installed release failed integrity verification ({error.code}: {error.message}); "
+            f"an installed release failed integrity verification ({error.code}: {error.message}); "
             "it was not loaded. Re-install it from the registry, or roll back to the previous deployment."
         ) from None
-    if installed is None:
-        return dg.Definitions()
-    tasks = dormant_tasks(installed.bundle)
-    runtime = DeploymentRuntime(
-        installed=installed,
-        ledger=AccessLedger(settings.access_ledger),
-        clock=clock,
-        epochs=protected,
-    )
-    view = installed_admission_view(installed)
-    jobs = [dormant_job(task, name, runtime, view) for task, name in zip(tasks, job_names(tasks), strict=True)]
+    runtime = DeploymentRuntime(settings=settings, ledger=AccessLedger(settings.access_ledger), clock=clock, target=protected)
+    jobs = []
+    if installed is not None:
+        release = FamilyRelease(installed.bundle, installed_admission_view(installed), lake_dir=None)
+        tasks = dormant_tasks(installed.bundle)
+        jobs += [task_job(task, name, runtime, release) for task, name in zip(tasks, job_names(tasks), strict=True)]
+    if synthetic is not None and settings.synthetic_runtime_root is not None:
+        release = FamilyRelease(synthetic, synthetic.admission_view(), lake_dir=settings.synthetic_runtime_root / "lake")
+        tasks = synthetic_tasks(synthetic.ordinary)
+        names = [SYNTHETIC_JOB_PREFIX + name for name in job_names(tasks)]
+        jobs += [task_job(task, name, runtime, release) for task, name in zip(tasks, names, strict=True)]
     return dg.Definitions(jobs=jobs)
 
 

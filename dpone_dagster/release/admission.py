@@ -1,20 +1,28 @@
-"""Runtime admission: the standard runtime refuses every development-family task, first.
+"""Runtime admission: the standard runtime decides first, and refuses every development-family task.
 
-`admit(release, task)` is a pure decision over an installed release's sealed projection: it returns
-an `AdmissionDenial` (typed reason code, release identity, authority expiry) for native, ordinary
-and pre-hook tasks alike. In this increment there is no admitted outcome for the development
-family: delivery never implies execution. `StandardRuntimeLauncher` is the runtime entry point that
-calls `admit` *before* init-fetch, credential resolution, source access or writer issuance, so a
-dormant workload never reaches any of those ports.
+`admit(release, task)` is a pure decision over an installed release's sealed projection. For the
+development family it is always an `AdmissionDenial` (typed reason code, release identity, authority
+expiry) for native, ordinary and pre-hook tasks alike: delivery never implies execution. The only
+admitted outcome (`AdmissionGrant`) is for an ordinary or pre-hook task that is a member of a
+*synthetic-family* release, on a target the platform declared synthetic. Every other family is
+`admission.unknown_family`.
+
+`StandardRuntimeLauncher.launch` calls `admit` *before* init-fetch, credential resolution, source
+access or writer issuance; only a grant goes on, through those four injected ports in that order:
+init-fetch says which connection aliases and release files the task needs, each alias's credential
+is resolved, each file is read, and the issued writer runs the statements.
 
 What a reader could get wrong: expiry and revocation do not make a release unreadable. They change
 the denial reason (and block new delivery attempts elsewhere); the installed bytes, the audit log
-and the state history stay readable as historical evidence.
+and the state history stay readable as historical evidence. And a grant is never a development
+authority: the synthetic family has its own documents, which no development or production reader
+accepts.
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -25,6 +33,8 @@ from dpone_dagster.contracts.coded import CodedError
 from dpone_dagster.release.bundle import ReleaseBundle
 
 DEVELOPMENT_FAMILY = "development"
+SYNTHETIC_FAMILY = "synthetic"
+NO_AUTHORITY_EXPIRY = "(none: synthetic family)"
 
 
 class TaskKind(enum.StrEnum):
@@ -49,7 +59,7 @@ class AdmissionView:
 
     release_id: str
     authority_family: str
-    authority_expires_at: datetime
+    authority_expires_at: datetime | None
     revocation_epoch: int
     tasks: frozenset[RuntimeTask] = field(default_factory=frozenset)
 
@@ -61,6 +71,7 @@ class DenialReason(enum.StrEnum):
     UNKNOWN_TASK = "admission.unknown_task"
     TASK_SHAPE_INVALID = "admission.task_shape_invalid"
     UNKNOWN_FAMILY = "admission.unknown_family"
+    SYNTHETIC_TARGET_REQUIRED = "admission.synthetic_target_required"
 
 
 _REASON_TEXT = {
@@ -70,7 +81,9 @@ _REASON_TEXT = {
     DenialReason.UNKNOWN_TASK: "the task is not a member of the installed release",
     DenialReason.TASK_SHAPE_INVALID: "a pre-hook task must keep publish_xcom=false and name its hook",
     DenialReason.UNKNOWN_FAMILY: "the release belongs to no family the standard runtime knows",
+    DenialReason.SYNTHETIC_TARGET_REQUIRED: "synthetic-family tasks run only on a target the platform declared synthetic",
 }
+SYNTHETIC_ADMITTED = "admission.synthetic_admitted"
 
 
 @dataclass(frozen=True)
@@ -82,6 +95,7 @@ class AdmissionDenial:
     release_id: str
     task: RuntimeTask
     authority_expires_at: str
+    admitted: bool = field(default=False, init=False)
 
     def as_metadata(self) -> dict[str, str]:
         return {
@@ -95,16 +109,63 @@ class AdmissionDenial:
         }
 
 
-def admit(release: AdmissionView, task: RuntimeTask, *, now: datetime, current_revocation_epoch: int) -> AdmissionDenial:
+@dataclass(frozen=True)
+class AdmissionGrant:
+    """The one admitted outcome: a member task of a synthetic-family release on a synthetic target."""
+
+    release_id: str
+    task: RuntimeTask
+    family: str = SYNTHETIC_FAMILY
+    reason: str = SYNTHETIC_ADMITTED
+    admitted: bool = field(default=True, init=False)
+
+    def as_metadata(self) -> dict[str, str]:
+        return {
+            "admission": self.reason,
+            "family": self.family,
+            "release_id": self.release_id,
+            "task_kind": self.task.kind.value,
+            "workload_id": self.task.workload_id,
+            "hook_id": self.task.hook_id or "",
+        }
+
+
+AdmissionDecision = AdmissionDenial | AdmissionGrant
+
+
+def admit(
+    release: AdmissionView,
+    task: RuntimeTask,
+    *,
+    now: datetime,
+    current_revocation_epoch: int,
+    synthetic_target: bool = False,
+) -> AdmissionDecision:
     """Decide admission of `task`. Every development-family task is denied; the reason is the most specific."""
-    reason = _reason(release, task, now=now, current_revocation_epoch=current_revocation_epoch)
+    if release.authority_family == SYNTHETIC_FAMILY:
+        reason = _synthetic_reason(release, task, synthetic_target=synthetic_target)
+        if reason is None:
+            return AdmissionGrant(release_id=release.release_id, task=task)
+    else:
+        reason = _reason(release, task, now=now, current_revocation_epoch=current_revocation_epoch)
+    expires = release.authority_expires_at
     return AdmissionDenial(
         reason=reason,
         message=_REASON_TEXT[reason],
         release_id=release.release_id,
         task=task,
-        authority_expires_at=format_timestamp(release.authority_expires_at),
+        authority_expires_at=format_timestamp(expires) if expires is not None else NO_AUTHORITY_EXPIRY,
     )
+
+
+def _synthetic_reason(release: AdmissionView, task: RuntimeTask, *, synthetic_target: bool) -> DenialReason | None:
+    if task.kind is TaskKind.PRE_HOOK and (task.publish_xcom or not task.hook_id):
+        return DenialReason.TASK_SHAPE_INVALID
+    if task.kind is TaskKind.NATIVE or task not in release.tasks:
+        return DenialReason.UNKNOWN_TASK
+    if not synthetic_target:
+        return DenialReason.SYNTHETIC_TARGET_REQUIRED
+    return None
 
 
 def _reason(release: AdmissionView, task: RuntimeTask, *, now: datetime, current_revocation_epoch: int) -> DenialReason:
@@ -116,7 +177,7 @@ def _reason(release: AdmissionView, task: RuntimeTask, *, now: datetime, current
         return DenialReason.UNKNOWN_TASK
     if current_revocation_epoch != release.revocation_epoch:
         return DenialReason.AUTHORITY_REVOKED
-    if now >= release.authority_expires_at:
+    if release.authority_expires_at is None or now >= release.authority_expires_at:
         return DenialReason.AUTHORITY_EXPIRED
     return DenialReason.DEVELOPMENT_DORMANT
 
@@ -131,8 +192,16 @@ class ExecutionDeniedError(CodedError):
         self.denial = denial
 
 
+@dataclass(frozen=True)
+class TaskPlan:
+    """What init-fetch returns for an admitted task: the aliases it connects with, the files it runs (in order)."""
+
+    aliases: tuple[str, ...]
+    source_paths: tuple[str, ...]
+
+
 class InitFetcher(Protocol):
-    def fetch(self, release_id: str, task: RuntimeTask) -> Any: ...
+    def fetch(self, release_id: str, task: RuntimeTask) -> TaskPlan: ...
 
 
 class CredentialResolver(Protocol):
@@ -143,8 +212,12 @@ class RuntimeSourceReader(Protocol):
     def read(self, release_id: str, path: str) -> bytes: ...
 
 
+class Writer(Protocol):
+    def run(self, plan: TaskPlan, credentials: Mapping[str, Any], sources: Sequence[tuple[str, bytes]]) -> Any: ...
+
+
 class WriterIssuer(Protocol):
-    def issue(self, release_id: str, task: RuntimeTask) -> Any: ...
+    def issue(self, release_id: str, task: RuntimeTask) -> Writer: ...
 
 
 class DenialRecorder(Protocol):
@@ -155,13 +228,24 @@ class RevocationEpochSource(Protocol):
     def current_epoch(self) -> int: ...
 
 
+class SyntheticTargetSource(Protocol):
+    def synthetic_target(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class LaunchResult:
+    grant: AdmissionGrant
+    plan: TaskPlan
+    outcome: Any
+
+
 @dataclass
 class StandardRuntimeLauncher:
     """The standard runtime's start path. Admission runs before any port below it is touched.
 
-    The execution path past admission (init-fetch, credentials, source, writer) is deliberately
-    absent for the development family: it needs a separately reviewed protected-entrypoint contract.
-    The ports are held so that tests can prove none of them is ever called.
+    A denial is recorded (when a recorder is injected) and raised as `release.execution_denied`;
+    no port is called. A grant goes on: init-fetch, then one credential resolution per alias the
+    plan names, then one source read per file, then writer issuance, and the writer runs.
     """
 
     clock: Clock
@@ -171,12 +255,27 @@ class StandardRuntimeLauncher:
     sources: RuntimeSourceReader
     writers: WriterIssuer
     recorder: DenialRecorder | None = None
+    target: SyntheticTargetSource | None = None
 
-    def launch(self, release: AdmissionView, task: RuntimeTask) -> Any:
-        denial = admit(release, task, now=self.clock.now(), current_revocation_epoch=self.epochs.current_epoch())
-        if self.recorder is not None:
-            self.recorder.record(denial)
-        raise ExecutionDeniedError(denial)
+    def decide(self, release: AdmissionView, task: RuntimeTask) -> AdmissionDecision:
+        synthetic = (
+            release.authority_family == SYNTHETIC_FAMILY and self.target is not None and self.target.synthetic_target()
+        )
+        return admit(
+            release, task, now=self.clock.now(), current_revocation_epoch=self.epochs.current_epoch(), synthetic_target=synthetic
+        )
+
+    def launch(self, release: AdmissionView, task: RuntimeTask) -> LaunchResult:
+        decision = self.decide(release, task)
+        if not isinstance(decision, AdmissionGrant):
+            if self.recorder is not None:
+                self.recorder.record(decision)
+            raise ExecutionDeniedError(decision)
+        plan = self.init_fetcher.fetch(release.release_id, task)
+        credentials = {alias: self.credentials.resolve(alias) for alias in plan.aliases}
+        sources = [(path, self.sources.read(release.release_id, path)) for path in plan.source_paths]
+        writer = self.writers.issue(release.release_id, task)
+        return LaunchResult(grant=decision, plan=plan, outcome=writer.run(plan, credentials, sources))
 
 
 def admission_view(bundle: ReleaseBundle, *, authority_expires_at: datetime, revocation_epoch: int) -> AdmissionView:

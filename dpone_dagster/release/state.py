@@ -6,6 +6,10 @@ release that is Installed) is recorded as an `unchanged` event and leaves the st
 identical retry of the whole pipeline never moves a release backwards. Attempts that failed are
 recorded as events too (`uncertain`, `refused`) without changing state.
 
+`ReleaseDenials` persists each standard-runtime refusal (a `DenialRecorder`): one `runtime_denials`
+row, then `deny()`, which moves an Installed release to Denied, or, for a release not yet installed
+(the rollout gate evaluates before activation), records a `denied` event without changing state.
+
 What a reader could get wrong: Denied is the expected final state of every healthy development
 release (the standard runtime refuses its tasks), not an error.
 """
@@ -23,6 +27,7 @@ from dpone_dagster.contracts.bounds import format_timestamp
 from dpone_dagster.contracts.canonical import dumps
 from dpone_dagster.contracts.identity import require_digest
 from dpone_dagster.control.release_tables import release_events, release_states
+from dpone_dagster.control.runtime_tables import runtime_denials
 from dpone_dagster.release.errors import StateTransitionError
 
 
@@ -116,6 +121,14 @@ class ReleaseStateMachine:
             ).first()
             self._event(conn, release_id, row[0] if row else None, attempted, outcome, detail)
 
+    def deny(self, release_id: str, **detail: str | int | bool) -> ReleaseState | None:
+        """A runtime refusal: Installed → Denied (or unchanged if Denied); before installation, an event only."""
+        current = self.current(release_id)
+        if current in (ReleaseState.INSTALLED, ReleaseState.DENIED):
+            return self.advance(release_id, ReleaseState.DENIED, **detail)
+        self.note(release_id, ReleaseState.DENIED, "denied", **detail)
+        return current
+
     def history(self, release_id: str) -> list[ReleaseEvent]:
         with self.engine.connect() as conn:
             rows = conn.execute(
@@ -146,3 +159,57 @@ class ReleaseStateMachine:
                 detail=dumps(dict(detail)).decode("utf-8"),
             )
         )
+
+
+@dataclass(frozen=True)
+class DenialRecord:
+    release_id: str
+    run_id: str
+    origin: str
+    task_kind: str
+    workload_id: str
+    hook_id: str
+    reason: str
+    authority_expires_at: str
+    recorded_at: str
+
+
+class ReleaseDenials:
+    """A `DenialRecorder` that persists each refusal of one run (or gate evaluation) in the control store."""
+
+    def __init__(self, states: ReleaseStateMachine, *, run_id: str, origin: str) -> None:
+        self.states = states
+        self.run_id = run_id
+        self.origin = origin
+
+    def record(self, denial) -> None:
+        """Persist `denial` (an `AdmissionDenial`), then move the release state (see `ReleaseStateMachine.deny`)."""
+        task = denial.task
+        with self.states.engine.begin() as conn:
+            conn.execute(
+                runtime_denials.insert().values(
+                    release_id=require_digest(denial.release_id),
+                    run_id=self.run_id[:64],
+                    origin=self.origin,
+                    task_kind=task.kind.value,
+                    workload_id=task.workload_id[:512],
+                    hook_id=(task.hook_id or "")[:128],
+                    reason=denial.reason.value,
+                    authority_expires_at=denial.authority_expires_at,
+                    recorded_at=format_timestamp(self.states.clock.now()),
+                )
+            )
+        self.states.deny(denial.release_id, reason=denial.reason.value, task=task.kind.value, origin=self.origin)
+
+    def records(self, *, release_id: str | None = None, run_id: str | None = None) -> list[DenialRecord]:
+        query = sa.select(runtime_denials).order_by(runtime_denials.c.denial_id)
+        if release_id is not None:
+            query = query.where(runtime_denials.c.release_id == release_id)
+        if run_id is not None:
+            query = query.where(runtime_denials.c.run_id == run_id)
+        with self.states.engine.connect() as conn:
+            rows = conn.execute(query).all()
+        return [
+            DenialRecord(**{name: getattr(row, name) for name in DenialRecord.__dataclass_fields__})
+            for row in rows
+        ]

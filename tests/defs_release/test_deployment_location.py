@@ -7,7 +7,7 @@ import pytest
 
 from dpone_dagster.deployment.active import DeploymentLoadError, load_active_release, read_only_cache
 from dpone_dagster.deployment.location import build_definitions
-from dpone_dagster.deployment.runtime import AccessLedger, LedgeredCredentialResolver
+from dpone_dagster.runtime.ports import AccessLedger, LedgeredCredentialResolver
 from dpone_dagster.errors import DponeError
 from dpone_dagster.release.admission import RuntimeTask, TaskKind
 from dpone_dagster.clock import SystemClock
@@ -67,7 +67,7 @@ def test_the_ledger_records_a_credential_resolution_when_one_happens(copied_rele
     installed = load_active_release(read_only_cache(setup.settings, "synthetic-dev", SystemClock()))
     ledger = AccessLedger(setup.settings.access_ledger)
     resolver = LedgeredCredentialResolver(
-        ledger=ledger, run_id="probe", installed=installed, task=RuntimeTask(TaskKind.ORDINARY, "weekly_revenue")
+        ledger=ledger, run_id="probe", release=installed.bundle, task=RuntimeTask(TaskKind.ORDINARY, "weekly_revenue")
     )
     assert resolver.resolve("flow_lake") == "synthetic-credential"
     assert [entry["port"] for entry in ledger.entries(run_id="probe")] == ["credentials"]

@@ -28,6 +28,7 @@ from dpone_dagster.contracts.grant import DevelopmentGrant
 from dpone_dagster.contracts.identity import digest
 from dpone_dagster.contracts.policy import DevelopmentPolicy
 from dpone_dagster.contracts.receipts import DevelopmentAuthorityReceipt
+from dpone_dagster.defs.release.gate import install_stage_gate, install_synthetic_runtime
 from dpone_dagster.defs.release.refusals import refusals_as_failures
 from dpone_dagster.defs.release.resources import release_pipeline
 from dpone_dagster.release.bundle import ReleaseBundle, open_bundle
@@ -243,14 +244,18 @@ def installed_release(context: AssetExecutionContext, published_release: StagedR
     pipeline, issuer = release_pipeline(context.resources)
     with refusals_as_failures():
         authority, bundle = reverified(context, pipeline, published_release)
+        gate = install_stage_gate(context.resources, pipeline, bundle, authority, run_id=context.run.run_id)
         projection = pipeline.projection(bundle, authority)
         materialization = issuer.issue_materialization(authority, projection)
         activation = issuer.issue_activation(authority, projection, purpose="activate")
         result = pipeline.install(
             bundle.release_id, authority=authority, materialization=materialization, activation=activation
         )
+        synthetic_runtime = install_synthetic_runtime(context.resources, bundle)
     context.add_output_metadata(
         {
+            **gate.report_metadata(),
+            **synthetic_runtime,
             "release_id": result.release_id,
             "deployment_id": result.deployment_id,
             "activated": result.changed,

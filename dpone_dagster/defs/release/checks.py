@@ -1,4 +1,4 @@
-"""Checks on the release stages: two blocking authority checks and the dormancy check.
+"""Checks on the release stages: two blocking authority checks, the blocking rollout gate, and dormancy.
 
 - `policy_matches_pinned_digest` (blocking): the stored policy bytes hash to the digest pinned in
   the protected target (`verify_policy`).
@@ -7,12 +7,18 @@
   Membership and budgets depend on the compiled source, so here the grant is checked against its
   own membership; `development_release` verifies the grant again, completely, against the compiled
   source before anything is composed.
-- `tasks_denied_before_credentials` (on `installed_release`): the standard runtime admission, run
-  for every native, ordinary and pre-hook task of the active installed release, denies all of them,
-  and the runtime access ledger shows zero credential resolutions (zero port uses at all).
+- `rollout_gate` (blocking, on `published_release`, so before installation and activation): the
+  release bytes fetched back from the registry, every native, ordinary and pre-hook task launched
+  through the standard runtime against probe ports (`dpone_dagster.runtime.gate`). It fails if any
+  task is admitted or any port is touched; its metadata counts admitted/denied per kind, and it
+  writes the acceptance report. Denials are persisted (`runtime_denials`, origin `rollout_gate`).
+- `tasks_denied_before_credentials` (on `installed_release`, after activation): the same evaluation
+  over the *active* release; its denials move the release state Installed → Denied.
 
 What a reader could get wrong: a failed blocking check stops every downstream stage of the run, and
-the run fails; the check's description carries the stable refusal code.
+the run fails; the check's description carries the stable refusal code. `installed_release`
+evaluates the gate once more itself and refuses (`release.rollout_blocked`) before it installs, so
+materializing the install stage alone cannot skip the gate.
 """
 
 import dagster as dg
@@ -21,15 +27,19 @@ from dagster import AssetCheckExecutionContext
 from dpone_dagster.authority.verification import ReconstructedSource, verify_grant, verify_policy
 from dpone_dagster.contracts.base import parse_document
 from dpone_dagster.contracts.grant import DevelopmentGrant
-from dpone_dagster.defs.release.assets import development_grant, development_policy, installed_release, release_state
+from dpone_dagster.defs.release.assets import (
+    StagedRelease,
+    development_grant,
+    development_policy,
+    installed_release,
+    published_release,
+    release_state,
+    reverified,
+)
+from dpone_dagster.defs.release.gate import active_gate, evaluate_gate
 from dpone_dagster.defs.release.refusals import failure_metadata
 from dpone_dagster.defs.release.resources import release_pipeline
-from dpone_dagster.deployment.active import installed_admission_view, load_active_release
-from dpone_dagster.deployment.runtime import AccessLedger, deployment_launcher
-from dpone_dagster.deployment.tasks import dormant_tasks
 from dpone_dagster.errors import DponeError
-from dpone_dagster.release.admission import ExecutionDeniedError
-from dpone_dagster.release.state import ReleaseState
 
 
 def _refused(error: DponeError) -> dg.AssetCheckResult:
@@ -113,66 +123,49 @@ def grant_verified(context: AssetCheckExecutionContext, development_grant: tuple
 
 
 @dg.asset_check(
+    asset=published_release,
+    blocking=True,
+    required_resource_keys={"authority_platform", "target_admission", "release_registry", "release_cache", "release_source"},
+    description="Rollout gate, before installation and activation: standard runtime admission of every native, "
+    "ordinary and pre-hook task of the published release denies all of them before any credential, source or "
+    "writer (probe ports count every use). Blocks the install stage otherwise; writes the acceptance report.",
+)
+def rollout_gate(context: AssetCheckExecutionContext, published_release: StagedRelease) -> dg.AssetCheckResult:
+    pipeline, _ = release_pipeline(context.resources)
+    try:
+        authority, _ = reverified(context, pipeline, published_release)
+        bundle = pipeline.registry.fetch(published_release.release_id)
+        gate = evaluate_gate(context.resources, pipeline, bundle, authority, run_id=context.run.run_id, origin="rollout_gate")
+    except DponeError as error:
+        return _refused(error)
+    return dg.AssetCheckResult(
+        passed=gate.result.passed,
+        severity=dg.AssetCheckSeverity.ERROR,
+        description=gate.result.summary(),
+        metadata={**gate.result.metadata(), **gate.report_metadata()},
+    )
+
+
+@dg.asset_check(
     asset=installed_release,
     required_resource_keys={"authority_platform", "target_admission", "release_registry", "release_cache", "release_source"},
-    description="Standard runtime admission denies every native, ordinary and pre-hook task of the active "
-    "installed release before any credential, source access or writer (zero uses in the access ledger).",
+    description="After activation: standard runtime admission denies every native, ordinary and pre-hook task of "
+    "the active installed release before any credential, source access or writer; the denials are recorded and "
+    "move the release to Denied.",
 )
 def tasks_denied_before_credentials(context: AssetCheckExecutionContext) -> dg.AssetCheckResult:
     pipeline, _ = release_pipeline(context.resources)
-    settings = context.resources.authority_platform.settings
-    ledger = AccessLedger(settings.access_ledger)
     try:
-        installed = load_active_release(pipeline.cache)
+        installed, result = active_gate(context.resources, pipeline, run_id=context.run.run_id)
     except DponeError as error:
         return _refused(error)
     if installed is None:
         return dg.AssetCheckResult(passed=False, description="no release is active in the cache")
-    view = installed_admission_view(installed)
-    tasks = dormant_tasks(installed.bundle)
-    reasons: dict[str, int] = {}
-    admitted: list[str] = []
-    for task in tasks:
-        launcher = deployment_launcher(
-            ledger=ledger,
-            run_id=context.run.run_id,
-            installed=installed,
-            task=task.runtime_task,
-            clock=pipeline.clock,
-            epochs=context.resources.authority_platform.protected,
-        )
-        try:
-            launcher.launch(view, task.runtime_task)
-            admitted.append(task.label)
-        except ExecutionDeniedError as denied:
-            reasons[denied.denial.reason.value] = reasons.get(denied.denial.reason.value, 0) + 1
-    port_uses = ledger.entries(run_id=context.run.run_id)
-    credential_resolutions = sum(1 for entry in port_uses if entry["port"] == "credentials")
-    if not admitted and pipeline.states is not None:
-        first = sorted(reasons)[0] if reasons else "none"
-        pipeline.states.advance(installed.bundle.release_id, ReleaseState.DENIED, reason=first, tasks=len(tasks))
-    by_kind: dict[str, int] = {}
-    for task in tasks:
-        by_kind[task.kind.value] = by_kind.get(task.kind.value, 0) + 1
     return dg.AssetCheckResult(
-        passed=not admitted and not port_uses and bool(tasks),
-        description=(
-            f"{len(tasks)} task(s) denied before any credential, source or writer"
-            if not admitted and not port_uses
-            else f"{len(admitted)} task(s) admitted, {len(port_uses)} runtime port use(s)"
-        ),
-        metadata={
-            "release_id": installed.bundle.release_id,
-            "tasks": len(tasks),
-            **{f"{kind}_tasks": count for kind, count in sorted(by_kind.items())},
-            **{f"denied: {reason}": count for reason, count in sorted(reasons.items())},
-            "admitted": len(admitted),
-            "credential_resolutions": credential_resolutions,
-            "runtime_port_uses": len(port_uses),
-            "authority_expires_at": installed.record.authority_expires_at,
-            "state": release_state(pipeline, installed.bundle.release_id),
-        },
+        passed=result.passed,
+        description=result.summary(),
+        metadata={**result.metadata(), "state": release_state(pipeline, installed.bundle.release_id)},
     )
 
 
-RELEASE_CHECKS = (policy_matches_pinned_digest, grant_verified, tasks_denied_before_credentials)
+RELEASE_CHECKS = (policy_matches_pinned_digest, grant_verified, rollout_gate, tasks_denied_before_credentials)

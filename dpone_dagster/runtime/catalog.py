@@ -1,14 +1,15 @@
-"""The task catalogue of an installed development release: every native, ordinary and pre-hook task.
+"""The task catalogue of an installed release: every task the standard runtime could be asked to start.
 
-`dormant_tasks(bundle)` turns a verified `ReleaseBundle` into one `DormantTask` per task the
-standard runtime could be asked to start: a native task per delivered dbt node, and per ordinary
-workload its SQL pre-hooks (in dependency order) followed by its flow runtime. Each task carries
-what a user needs to recognise it in the UI (selector, public resources, connection aliases, hook
-position) and the exact `RuntimeTask` that admission decides on.
+`dormant_tasks(bundle)` turns a verified development `ReleaseBundle` into one `DormantTask` per task:
+a native task per delivered dbt node, and per ordinary workload its SQL pre-hooks (in dependency
+order) followed by its flow runtime. `synthetic_tasks(workloads)` does the same for the ordinary
+workloads of a synthetic-family release (it has no native task). Each task carries what a user needs
+to recognise it in the UI (selector, public resources, connection aliases, hook position), its
+`family`, and the exact `RuntimeTask` that admission decides on.
 
 What a reader could get wrong: a `DormantTask` is a description, not a permission. Nothing here
 resolves a connection alias or reads a source file; the aliases are the alias-only projection the
-release carries, and admission refuses every task of the development family anyway.
+release carries. Admission alone decides, at launch (it refuses every development-family task).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from dpone_dagster.contracts.flows import CapturedWorkload
-from dpone_dagster.release.admission import RuntimeTask, TaskKind
+from dpone_dagster.release.admission import DEVELOPMENT_FAMILY, SYNTHETIC_FAMILY, RuntimeTask, TaskKind
 from dpone_dagster.release.bundle import ReleaseBundle
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_]+")
@@ -38,6 +39,7 @@ class DormantTask:
     hook_order: tuple[str, ...]
     upstream_hooks: tuple[str, ...]
     logical_writes: tuple[str, ...]
+    family: str = DEVELOPMENT_FAMILY
 
     @property
     def kind(self) -> TaskKind:
@@ -51,6 +53,7 @@ class DormantTask:
     def metadata(self) -> dict[str, str | int]:
         """Secret-free facts for the UI; connection aliases are names only."""
         values: dict[str, str | int] = {
+            "family": self.family,
             "task_kind": self.kind.value,
             "workload_id": self.runtime_task.workload_id,
             "selector": self.selector,
@@ -88,11 +91,16 @@ def dormant_tasks(bundle: ReleaseBundle) -> tuple[DormantTask, ...]:
                     )
                 )
     for workload in bundle.ordinary:
-        tasks.extend(_ordinary_tasks(workload))
+        tasks.extend(_ordinary_tasks(workload, DEVELOPMENT_FAMILY))
     return tuple(tasks)
 
 
-def _ordinary_tasks(workload: CapturedWorkload) -> list[DormantTask]:
+def synthetic_tasks(workloads: tuple[CapturedWorkload, ...]) -> tuple[DormantTask, ...]:
+    """Every task of a synthetic-family release: each workload's hooks, then its runtime (no native task)."""
+    return tuple(task for workload in workloads for task in _ordinary_tasks(workload, SYNTHETIC_FAMILY))
+
+
+def _ordinary_tasks(workload: CapturedWorkload, family: str) -> list[DormantTask]:
     resources = {
         "requests.cpu_millicores": workload.resources.requests.cpu_millicores,
         "requests.memory_bytes": workload.resources.requests.memory_bytes,
@@ -107,6 +115,7 @@ def _ordinary_tasks(workload: CapturedWorkload) -> list[DormantTask]:
         "connection_aliases": aliases,
         "hook_order": tuple(workload.hook_order),
         "logical_writes": tuple(workload.logical_writes),
+        "family": family,
     }
     tasks = [
         DormantTask(
