@@ -67,8 +67,26 @@ class StorageConfig(_Closed):
     key_id_env: str | None = None
     secret_env: str | None = None
     session_token_env: str | None = None
+    read_only_key_id_env: str | None = Field(
+        default=None, description="env var holding a key that may only READ the lake's objects"
+    )
+    read_only_secret_env: str | None = None
+    fork_key_id_env: str | None = Field(
+        default=None,
+        description="env var holding a key that may write only below `__wm_forks/<segment>/` "
+        "(each fork's deployment puts its own fork's key there)",
+    )
+    fork_secret_env: str | None = None
 
-    @field_validator("key_id_env", "secret_env", "session_token_env")
+    @field_validator(
+        "key_id_env",
+        "secret_env",
+        "session_token_env",
+        "read_only_key_id_env",
+        "read_only_secret_env",
+        "fork_key_id_env",
+        "fork_secret_env",
+    )
     @classmethod
     def _env_names_only(cls, value: str | None) -> str | None:
         if value is not None and not _ENV_NAME.match(value):
@@ -88,6 +106,13 @@ class LakeConfig(_Closed):
     catalog: str
     data_path: str
     catalog_password_env: str | None = None
+    catalog_admin_user: str | None = Field(
+        default=None,
+        description="PostgreSQL role dpone provisions fork roles with (default: the catalog's user)",
+    )
+    catalog_admin_password_env: str | None = Field(
+        default=None, description="env var holding that role's password (default: catalog_password_env)"
+    )
     storage: StorageConfig | None = None
     storage_ref: str = Field(default="default", description="logical name of the storage identity")
     attach_args: dict[str, str | int | bool] = Field(default_factory=dict)
@@ -104,6 +129,20 @@ class LakeConfig(_Closed):
     def _password_env(cls, value: str | None) -> str | None:
         if value is not None and not _ENV_NAME.match(value):
             raise ValueError("must be the NAME of an environment variable, not a value")
+        return value
+
+    @field_validator("catalog_admin_password_env")
+    @classmethod
+    def _admin_password_env(cls, value: str | None) -> str | None:
+        if value is not None and not _ENV_NAME.match(value):
+            raise ValueError("must be the NAME of an environment variable, not a value")
+        return value
+
+    @field_validator("catalog_admin_user")
+    @classmethod
+    def _admin_user(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", value):
+            raise ValueError("must be a plain lowercase PostgreSQL role name")
         return value
 
     @field_validator("catalog")

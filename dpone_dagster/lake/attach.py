@@ -143,18 +143,45 @@ def attach_statement(location: CatalogLocation, alias: str, options: Options) ->
     return Statement(("ATTACH IF NOT EXISTS ", *location.uri_parts(), tail))
 
 
-def storage_secret_statement(storage: StorageConfig | None, data_path: str) -> Statement | None:
-    """`CREATE OR REPLACE TEMPORARY SECRET` for an `s3://` data path, scoped to that path."""
+S3_ACCESS = ("owner", "read", "fork")
+"""Whose S3 credentials a secret carries: the lake's own (`key_id_env`), read-only ones for an
+ancestor's data path (`read_only_key_id_env`), or the fork's own (`fork_key_id_env`)."""
+
+
+def s3_credential_envs(storage: StorageConfig, access: str) -> tuple[tuple[str, str | None], ...]:
+    """(option, env name) pairs of the secret for `access`, or () when that kind is not configured."""
+    if access == "read":
+        pairs = (("KEY_ID", storage.read_only_key_id_env), ("SECRET", storage.read_only_secret_env))
+    elif access == "fork":
+        pairs = (("KEY_ID", storage.fork_key_id_env), ("SECRET", storage.fork_secret_env))
+    else:
+        return (
+            ("KEY_ID", storage.key_id_env),
+            ("SECRET", storage.secret_env),
+            ("SESSION_TOKEN", storage.session_token_env),
+        )
+    return pairs if all(env for _, env in pairs) else ()
+
+
+def storage_secret_statement(
+    storage: StorageConfig | None, data_path: str, access: str = "owner"
+) -> Statement | None:
+    """`CREATE OR REPLACE TEMPORARY SECRET` for an `s3://` data path, scoped to that path.
+
+    DuckDB picks the secret with the longest matching SCOPE, so an ancestor's path read with
+    `access="read"` and the fork's `__wm_forks/<segment>/` path written with `access="fork"` each
+    get their own credentials. When the requested kind is not configured the lake's own
+    credentials are used, and the caller is told (`s3_credential_envs` returns `()`)."""
     if not data_path.startswith("s3://"):
         return None
+    if access not in S3_ACCESS:
+        raise InvalidAttachOptionError(f"unknown S3 access kind {access!r}")
     storage = storage or StorageConfig()
-    name = "__dpone_s3_" + hashlib.sha256(data_path.encode()).hexdigest()[:8]
+    envs = s3_credential_envs(storage, access) or s3_credential_envs(storage, "owner")
+    keyed = data_path if access == "owner" else f"{access}\0{data_path}"
+    name = "__dpone_s3_" + hashlib.sha256(keyed.encode()).hexdigest()[:8]
     parts: list[str | Secret] = [f"CREATE OR REPLACE TEMPORARY SECRET {name} (TYPE s3"]
-    for option, env in (
-        ("KEY_ID", storage.key_id_env),
-        ("SECRET", storage.secret_env),
-        ("SESSION_TOKEN", storage.session_token_env),
-    ):
+    for option, env in envs:
         if env:
             parts += [f", {option} ", Secret(env)]
     parts.append(f", REGION {sql_string(storage.region)}")
