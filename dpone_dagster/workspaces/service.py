@@ -13,6 +13,7 @@ job) retries later, even though the workspace no longer exists.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -24,11 +25,14 @@ from dpone_dagster.errors import WorkspaceError
 from dpone_dagster.lake.cleanup import CleanupPorts, CleanupReport, drop_fork_namespaces
 from dpone_dagster.lake.ports import Clock, utc_now
 from dpone_dagster.lake.registry import records
+from dpone_dagster.lake.roles import has_roles
 from dpone_dagster.lake.tracking import forget_workspace
 from dpone_dagster.workspaces import repository as repo
 from dpone_dagster.workspaces.ids import ROOT_WORKSPACE, check_workspace_id
 from dpone_dagster.workspaces.permissions import require_may_drop, require_may_grant
 from dpone_dagster.workspaces.repository import MAX_CHAIN_DEPTH, Workspace
+
+log = logging.getLogger(__name__)
 
 
 class WorkspaceExistsError(WorkspaceError):
@@ -144,6 +148,9 @@ class Workspaces:
                 repo.insert_workspace(conn, created, lakes)
         except sa.exc.IntegrityError:
             raise WorkspaceExistsError(f"workspace {workspace_id!r} already exists") from None
+        for settings, is_shared in lakes:
+            if not is_shared and settings.catalog_kind == "postgres":
+                _provision_catalog_roles(workspace_id, settings.name, self.config)
         return created
 
     def drop(self, workspace_id: str, *, actor: str) -> DropResult:
@@ -155,7 +162,11 @@ class Workspaces:
             ws = repo.get_workspace(conn, workspace_id)
             orphaned: tuple[str, ...] = ()
             if ws is None:
-                if not records(conn, [workspace_id]) and not repo.deleted_children(conn, workspace_id):
+                if (
+                    not records(conn, [workspace_id])
+                    and not has_roles(conn, [workspace_id])
+                    and not repo.deleted_children(conn, workspace_id)
+                ):
                     raise UnknownWorkspaceError(f"workspace {workspace_id!r} does not exist")
                 donor = None
             else:
@@ -240,6 +251,40 @@ class Workspaces:
             if ws not in live
         ]
         return out
+
+
+def _provision_catalog_roles(workspace_id: str, lake: str, config: DponeConfig) -> None:
+    """Give a new fork its PostgreSQL writer/reader roles now, while the admin credential is here
+    (see `lake/roles.py`). A failure is logged, not raised: the fork's first resolution retries,
+    and refuses to attach (`lake.fork_roles_missing`) while the roles cannot be made."""
+    from dpone_dagster.errors import DponeError
+    from dpone_dagster.lake.fork_plan import ForkCatalogUnsupportedError, physical_lake, workspace_lake_view
+    from dpone_dagster.lake.roles import provision
+
+    try:
+        view = workspace_lake_view(workspace_id, lake, config)
+        if not view.fork_mode:
+            return
+        me = physical_lake(
+            workspace_id, view.settings[workspace_id].settings, config, is_fork=True, incarnation=view.incarnation
+        )
+        ancestors = []
+        for index, member in enumerate(view.chain[1:], start=1):
+            try:
+                ancestors.append(
+                    physical_lake(
+                        member.id,
+                        view.settings[member.id].settings,
+                        config,
+                        is_fork=view.is_fork_at(index),
+                        incarnation=member.incarnation,
+                    )
+                )
+            except ForkCatalogUnsupportedError:
+                continue
+        provision(me, ancestors, config)
+    except DponeError as exc:
+        log.warning("catalog roles of fork %s (lake %s) not provisioned: %s", workspace_id, lake, exc.code)
 
 
 def _kind(ws: Workspace) -> str:
