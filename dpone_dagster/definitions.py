@@ -1,7 +1,13 @@
-"""The code location's one entry point: every domain's `defs`, merged.
+"""The code location's one entry point: every domain's `defs`, merged, bound to the deployment's workspace.
 
-Each domain exports a `defs` object from `dpone_dagster/defs/<domain>/__init__.py`; this file only
-gathers them.
+Each domain exports a `defs` object from `dpone_dagster/defs/<domain>/__init__.py`; this file
+gathers them and sets the code location's default executor: the standard multiprocess/in-process
+executor, wrapped so that every run (the implicit asset job behind "Materialize" included) is
+checked against and stamped with the deployment's `dpone/workspace` before any step starts
+(`dpone_dagster.defs.workspace_binding`).
+
+What a reader could get wrong: a job that names its own executor does not get this default; such a
+job must use a bound executor itself (`release_job` uses `IN_PROCESS_EXECUTOR`).
 """
 
 from __future__ import annotations
@@ -9,5 +15,6 @@ from __future__ import annotations
 from dagster import Definitions
 
 from dpone_dagster.defs import dbt, lake, release
+from dpone_dagster.defs.workspace_binding import DEFAULT_EXECUTOR
 
-defs = Definitions.merge(dbt.defs, lake.defs, release.defs)
+defs = Definitions.merge(dbt.defs, lake.defs, release.defs, Definitions(executor=DEFAULT_EXECUTOR))

@@ -9,6 +9,7 @@ import shutil
 import pytest
 from dbt_lakes import DBT_PROJECT_DIR
 
+from dpone_dagster.config import load_config
 from dpone_dagster.errors import LakeError
 from dpone_dagster.lake.dbt_plugin import TARGETS_ENV, targets_from_env, targets_to_env
 
@@ -52,14 +53,18 @@ def test_targets_round_trip_through_the_environment():
 
 def test_the_subprocess_environment_is_set_only_inside_the_block(monkeypatch):
     from dpone_dagster.defs.dbt.assets import dbt_subprocess_env
+    from dpone_dagster.defs.lake.resources import DuckLakeResource
 
-    monkeypatch.setenv("DPONE_WORKSPACE", "outer")
+    monkeypatch.setenv("DPONE_WORKSPACE", "wm-fork-x")
     monkeypatch.delenv(TARGETS_ENV, raising=False)
-    with dbt_subprocess_env("wm-fork-x", ["marts.fct_orders"]):
+    monkeypatch.delenv("DPONE_PROJECT_ROOT")
+    root = str(load_config().project_root)
+    with dbt_subprocess_env(DuckLakeResource(), ["marts.fct_orders"]):
         assert os.environ["DPONE_WORKSPACE"] == "wm-fork-x"
+        assert os.environ["DPONE_PROJECT_ROOT"] == root
         assert os.environ[TARGETS_ENV] == "marts.fct_orders"
-    assert os.environ["DPONE_WORKSPACE"] == "outer"
-    assert TARGETS_ENV not in os.environ
+    assert os.environ["DPONE_WORKSPACE"] == "wm-fork-x"
+    assert TARGETS_ENV not in os.environ and "DPONE_PROJECT_ROOT" not in os.environ
 
 
 class _Invocation:

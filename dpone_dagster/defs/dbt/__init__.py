@@ -5,6 +5,6 @@ from __future__ import annotations
 from dagster import Definitions
 
 from dpone_dagster.defs.dbt.assets import synthetic_dbt_assets
-from dpone_dagster.defs.dbt.resources import dbt_cli_resource
+from dpone_dagster.defs.dbt.resources import fixed_dbt_resource
 
-defs = Definitions(assets=[synthetic_dbt_assets], resources={"dbt": dbt_cli_resource()})
+defs = Definitions(assets=[synthetic_dbt_assets], resources={"dbt": fixed_dbt_resource()})

@@ -12,8 +12,11 @@ companion) over a table this run just built.
 What a reader could get wrong: the events are held until dbt exits. An embedded lake's catalog is
 a DuckDB file that only one process can open, so the lake can be read for the metadata only after
 the dbt process has let go of it. And the dbt subprocess inherits the environment at the moment
-`dbt.cli()` starts it, which is the only way to hand it this run's workspace and targets; the
-environment is set for exactly that call, under a lock, and restored.
+`dbt.cli()` starts it, which is the only way to hand it this run's targets; the environment is set
+for exactly that call, under a lock, and restored. The workspace it is given is the deployment's
+(`ducklake.workspace_id`, checked against the run's `dpone/workspace` tag when the resource was set
+up) together with the project root the deployment resolved its configuration from, so the plugin in
+dbt's process reads the same configuration and attaches the same lake.
 """
 
 import os
@@ -25,6 +28,7 @@ from typing import Any
 from dagster import AssetExecutionContext, Output
 from dagster_dbt import DbtCliInvocation, DbtCliResource, dbt_assets
 
+from dpone_dagster.config import load_config
 from dpone_dagster.defs.dbt.project import prepare_manifest, synthetic_dbt_project
 from dpone_dagster.defs.dbt.translator import SyntheticDbtTranslator, table_of
 from dpone_dagster.defs.lake.resources import DuckLakeResource
@@ -32,6 +36,7 @@ from dpone_dagster.lake.dbt_plugin import TARGETS_ENV, targets_to_env
 from dpone_dagster.lake.resolve import TableName
 
 WORKSPACE_ENV = "DPONE_WORKSPACE"
+PROJECT_ROOT_ENV = "DPONE_PROJECT_ROOT"
 
 DBT_PROJECT = synthetic_dbt_project()
 prepare_manifest(DBT_PROJECT)
@@ -50,9 +55,13 @@ def selected_tables(context: AssetExecutionContext, lake: str) -> list[str]:
 
 
 @contextmanager
-def dbt_subprocess_env(workspace: str, targets: Sequence[str]) -> Iterator[None]:
-    """Expose the workspace and `targets` to a dbt subprocess started inside the block only."""
-    wanted = {WORKSPACE_ENV: workspace, TARGETS_ENV: targets_to_env(targets)}
+def dbt_subprocess_env(ducklake: DuckLakeResource, targets: Sequence[str]) -> Iterator[None]:
+    """Expose the deployment's workspace and `targets` to a dbt subprocess started inside the block only."""
+    wanted = {
+        WORKSPACE_ENV: ducklake.workspace_id,
+        PROJECT_ROOT_ENV: str(load_config().project_root),
+        TARGETS_ENV: targets_to_env(targets),
+    }
     with _ENV_LOCK:
         previous = {name: os.environ.get(name) for name in wanted}
         os.environ.update(wanted)
@@ -122,7 +131,7 @@ def synthetic_dbt_assets(
 ):
     lake = TRANSLATOR.lake
     targets = selected_tables(context, lake)
-    with dbt_subprocess_env(ducklake.workspace_id, targets):
+    with dbt_subprocess_env(ducklake, targets):
         invocation = dbt.cli(["build"], context=context, raise_on_error=False)
     events = list(invocation.stream())
     dbt_error = None if invocation.is_successful() else (invocation.get_error() or RuntimeError("dbt build failed"))

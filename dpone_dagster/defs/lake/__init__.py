@@ -1,8 +1,9 @@
 """The lake domain: the `ducklake` resource, the fork-drop and fork-state observation jobs, the fork sensor.
 
 `defs` is built on first access (PEP 562): the dbt assets import `DuckLakeResource` from this
-package, and the fork sensor's default status depends on the configured workspace, which must be
-read when the code location loads, not whenever some test first imports a submodule.
+package, and the fork sensor's default status and the jobs' `dpone/workspace` tag depend on the
+configured workspace, which must be read when the code location loads, not whenever some test
+first imports a submodule.
 """
 
 from __future__ import annotations
@@ -15,12 +16,12 @@ from typing import Any
 def _defs() -> Any:
     from dagster import Definitions
 
-    from dpone_dagster.defs.lake.jobs import drop_fork_job, fork_state_observation_job
+    from dpone_dagster.defs.lake.jobs import build_drop_fork_job, build_fork_state_observation_job
     from dpone_dagster.defs.lake.resources import DuckLakeResource
     from dpone_dagster.defs.lake.sensors import build_fork_state_sensor
 
     return Definitions(
-        jobs=[drop_fork_job, fork_state_observation_job],
+        jobs=[build_drop_fork_job(), build_fork_state_observation_job()],
         sensors=[build_fork_state_sensor()],
         resources={"ducklake": DuckLakeResource()},
     )

@@ -3,14 +3,22 @@
 - `drop_fork_job`: delete a fork and clean its DuckLake namespaces, or retry a partial cleanup.
   Run config names the fork and the acting user; the same permission gate as `dpone fork drop`
   applies. The op fails (and can simply be re-run) while any ledger row is left, listing each
-  leftover's lake, phase and error code — never a path or a credential.
+  leftover's lake, phase and error code — never a path or a credential. The fork must be the
+  deployment's own workspace or descend from it (a `prod` deployment may drop any fork, orphans
+  included); anything else — a fork's parent, a sibling — is refused with
+  `workspace.not_this_deployment` before anything is deleted.
 - `fork_state_observation_job`: one `AssetObservation` per DuckLake table asset with workspace,
   namespace, `fork_state` (and the owning ancestor of a deferred table) and snapshot id, from one
   batched control-store read per lake. It writes nothing and can run at any time, in any workspace
   (in `prod` every table is `own`).
 
+Both jobs carry the `dpone/workspace` job tag of the deployment, read when the code location loads
+(`build_*` is called by `dpone_dagster.defs.lake.defs`).
+
 What a reader could get wrong: the observation job reports the `ducklake` resource's workspace,
-which is the code location's (`DPONE_WORKSPACE`), not a run-config choice.
+which is the code location's (`DPONE_WORKSPACE`), not a run-config choice. The drop job's
+`workspace_id` is run config, but it only names which of the deployment's own forks to drop; it
+never changes the workspace anything is attached or written as.
 """
 
 # No `from __future__ import annotations`: Dagster reads the op's config annotation at runtime.
@@ -19,8 +27,17 @@ from dagster import Config, Failure, JobDefinition, OpExecutionContext, job, op
 from dpone_dagster.config import load_config
 from dpone_dagster.defs.lake.observations import AssetKeys, ducklake_asset_keys, fork_state_observations
 from dpone_dagster.defs.lake.resources import DuckLakeResource
+from dpone_dagster.defs.workspace_binding import (
+    WorkspaceNotThisDeploymentError,
+    bind_run,
+    deployment_workspace,
+    workspace_tags,
+)
 from dpone_dagster.errors import DponeError
+from dpone_dagster.workspaces.ids import ROOT_WORKSPACE
 from dpone_dagster.workspaces.service import Workspaces
+
+_MAX_CHAIN = 64
 
 
 class DropForkConfig(Config):
@@ -28,10 +45,32 @@ class DropForkConfig(Config):
     actor: str
 
 
+def require_droppable_here(workspaces: Workspaces, workspace_id: str) -> None:
+    """Refuse to drop a workspace that is neither the deployment's own nor one of its descendants."""
+    deployment = deployment_workspace()
+    if deployment == ROOT_WORKSPACE or workspace_id == deployment:
+        return
+    parents = {w.id: w.parent_id for w in workspaces.list()}
+    current: str | None = workspace_id
+    for _ in range(_MAX_CHAIN):
+        current = parents.get(current) if current is not None else None
+        if current is None:
+            break
+        if current == deployment:
+            return
+    raise WorkspaceNotThisDeploymentError(
+        f"this deployment acts for workspace {deployment!r}; {workspace_id!r} is not {deployment!r} "
+        f"and does not descend from it. Drop it from its own deployment, prod's, or `dpone fork drop`"
+    )
+
+
 @op
 def drop_fork_namespaces_op(context: OpExecutionContext, config: DropForkConfig) -> None:
     try:
-        result = Workspaces(load_config()).drop(config.workspace_id, actor=config.actor)
+        bind_run(context.instance, context.run)
+        workspaces = Workspaces(load_config())
+        require_droppable_here(workspaces, config.workspace_id)
+        result = workspaces.drop(config.workspace_id, actor=config.actor)
     except DponeError as exc:
         raise Failure(description=str(exc), metadata={"code": exc.code}) from None
     for ws, lake, schema in result.cleanup.cleaned:
@@ -49,9 +88,18 @@ def drop_fork_namespaces_op(context: OpExecutionContext, config: DropForkConfig)
         )
 
 
-@job(description="Drop a fork and its DuckLake namespaces (re-run to retry a partial cleanup).")
-def drop_fork_job() -> None:
-    drop_fork_namespaces_op()
+def build_drop_fork_job() -> JobDefinition:
+    """The drop job, tagged with the deployment's workspace as the code location loads."""
+
+    @job(
+        name="drop_fork_job",
+        description="Drop a fork and its DuckLake namespaces (re-run to retry a partial cleanup).",
+        tags=workspace_tags(),
+    )
+    def drop_fork_job() -> None:
+        drop_fork_namespaces_op()
+
+    return drop_fork_job
 
 
 def build_fork_state_observation_job(asset_keys: AssetKeys = ducklake_asset_keys) -> JobDefinition:
@@ -67,11 +115,10 @@ def build_fork_state_observation_job(asset_keys: AssetKeys = ducklake_asset_keys
     @job(
         name="fork_state_observation_job",
         description="Observe every DuckLake asset's fork state (deferred / fork_materialized / absent / own).",
+        tags=workspace_tags(),
     )
     def fork_state_observation_job() -> None:
         observe_fork_state()
 
     return fork_state_observation_job
 
-
-fork_state_observation_job = build_fork_state_observation_job()

@@ -3,8 +3,10 @@
 Assets ask it for a connection to a lake (`connect(lake, targets)`), write with plain SQL against
 `resource.alias(lake)` (the connection also `USE`s it), and then call `record_materialization`,
 whose return value is the asset's metadata: workspace, lake, table, namespace, `fork_state`,
-snapshot id. The workspace is the configured one (`DPONE_WORKSPACE`, default `prod`) unless the
-resource is given one.
+snapshot id. The workspace is the deployment's (`DPONE_WORKSPACE` / `dpone.yaml`, default `prod`):
+the resource has no configurable field, so run config that names a workspace fails validation, and
+its setup refuses a run tagged for another workspace (`workspace.not_this_deployment`) before any
+lake is attached (see `dpone_dagster.defs.workspace_binding`).
 
 What a reader could get wrong: `targets` must name every table the asset writes. In a fork a
 target that is still a defer view is dropped right after the attach; a table written without being
@@ -17,10 +19,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
-from dagster import ConfigurableResource, get_dagster_logger
-from pydantic import Field
+from dagster import ConfigurableResource, InitResourceContext, get_dagster_logger
+from pydantic import PrivateAttr
 
 from dpone_dagster.config import DponeConfig, load_config
+from dpone_dagster.defs.workspace_binding import WorkspaceNotThisDeploymentError, bind_run, deployment_workspace
 from dpone_dagster.lake import duck
 from dpone_dagster.lake.guarded import GuardedConnection
 from dpone_dagster.lake.naming import fork_metadata_schema, lake_alias
@@ -31,16 +34,26 @@ from dpone_dagster.lake.tracking import fork_state, record_materialization
 
 
 class DuckLakeResource(ConfigurableResource):
-    workspace: str | None = Field(
-        default=None, description="Workspace to attach as; default: the configured DPONE_WORKSPACE."
-    )
+    """The deployment's workspace's lakes. No field: nothing a launch carries selects a workspace."""
+
+    _bound_workspace: str | None = PrivateAttr(default=None)
+
+    def setup_for_execution(self, context: InitResourceContext) -> None:
+        self._bound_workspace = bind_run(context.instance, context.run)
 
     def _config(self) -> DponeConfig:
         return load_config()
 
     @property
     def workspace_id(self) -> str:
-        return self.workspace or self._config().workspace
+        """The deployment's workspace; in a run, the one `setup_for_execution` bound the run to."""
+        workspace = deployment_workspace()
+        if self._bound_workspace is not None and self._bound_workspace != workspace:
+            raise WorkspaceNotThisDeploymentError(
+                f"this run was bound to workspace {self._bound_workspace!r}, but the process now acts "
+                f"for {workspace!r}; refusing to attach any lake"
+            )
+        return workspace
 
     def alias(self, lake: str = "main") -> str:
         return lake_alias(lake)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dagster as dg
 
 from dpone_dagster.defs.release.assets import GROUP
+from dpone_dagster.defs.workspace_binding import IN_PROCESS_EXECUTOR, workspace_tags
 
 RELEASE_JOB_NAME = "release_job"
 
@@ -19,6 +20,6 @@ release_job = dg.define_asset_job(
     selection=dg.AssetSelection.groups(GROUP),
     description="Verify the development authority, compile and capture the source, compose, publish and "
     "install one immutable development release. Its workloads stay dormant.",
-    tags={"dpone/release": "true"},
-    executor_def=dg.in_process_executor,
+    tags={"dpone/release": "true", **workspace_tags()},
+    executor_def=IN_PROCESS_EXECUTOR,
 )

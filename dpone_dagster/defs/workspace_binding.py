@@ -1,0 +1,127 @@
+"""The workspace belongs to the deployment: every run of this code location acts for ONE workspace.
+
+The workspace is the one the process's configuration names (`DPONE_WORKSPACE`, else `dpone.yaml`,
+else `prod`; `dpone_dagster.config.load_config`), read from the environment the code location was
+started with. Nothing a launch carries can choose another one:
+
+- no resource or op exposes a configurable field that selects a workspace or a lake location (the
+  `ducklake` and `dbt` resources have no run configuration; run config naming one fails validation);
+- every run carries the `dpone/workspace` tag: defined jobs have it as a job tag, and `bind_run`
+  stamps it on any run that lacks it (the implicit asset job, "Materialize" in the UI) through the
+  code location's executor (`bound_executor`) and again in the `ducklake` resource's setup;
+- a run whose `dpone/workspace` tag names another workspace is refused with
+  `workspace.not_this_deployment` before any step starts, and again before any lake is attached.
+
+What a reader could get wrong: the tag is a record, never an input. A user can type
+`dpone/workspace: prod` into the launchpad of a fork's UI; that run is refused, it does not act for
+`prod`. And the executor wrapper is not the only guard: `execute_in_process` (and `materialize`)
+replace the executor, so the `ducklake` resource repeats the check in `setup_for_execution`, which
+every lake access in a run passes through.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+from dagster import (
+    DagsterInstance,
+    DagsterRun,
+    Executor,
+    ExecutorDefinition,
+    in_process_executor,
+    multi_or_in_process_executor,
+)
+
+from dpone_dagster.config import load_config
+from dpone_dagster.errors import WorkspaceError
+
+WORKSPACE_TAG = "dpone/workspace"
+
+
+class WorkspaceNotThisDeploymentError(WorkspaceError):
+    """A launch asked for a workspace other than the one this deployment acts for."""
+
+    code = "workspace.not_this_deployment"
+
+
+def deployment_workspace() -> str:
+    """The workspace this process acts for (its configuration's; fixed for the process's life)."""
+    return load_config().workspace
+
+
+def workspace_tags() -> dict[str, str]:
+    """The job tags every defined job carries: `{"dpone/workspace": <deployment workspace>}`."""
+    return {WORKSPACE_TAG: deployment_workspace()}
+
+
+def check_tags(tags: Mapping[str, str], workspace: str | None = None) -> str:
+    """The deployment's workspace; refuses tags whose `dpone/workspace` names another one."""
+    workspace = workspace or deployment_workspace()
+    asked = tags.get(WORKSPACE_TAG)
+    if asked is not None and asked != workspace:
+        raise WorkspaceNotThisDeploymentError(
+            f"this run is tagged {WORKSPACE_TAG}={asked!r}, but this deployment acts for workspace "
+            f"{workspace!r}; a run cannot choose its workspace (launch it from the deployment of {asked!r})"
+        )
+    return workspace
+
+
+def bind_run(instance: DagsterInstance | None, run: DagsterRun | None) -> str:
+    """Check a run's tag against the deployment and stamp the tag when it is missing.
+
+    Returns the deployment's workspace. Without a run (sensors, direct use) there is nothing to
+    check or stamp.
+    """
+    workspace = deployment_workspace()
+    if run is None:
+        return workspace
+    check_tags(run.tags, workspace)
+    stored = instance.get_run_by_id(run.run_id) if instance is not None else None
+    if stored is not None:
+        check_tags(stored.tags, workspace)
+        if WORKSPACE_TAG not in stored.tags:
+            instance.add_run_tags(run.run_id, {WORKSPACE_TAG: workspace})
+    return workspace
+
+
+class _BoundExecutor(Executor):
+    """Runs `bind_run` in the run worker before the wrapped executor starts any step."""
+
+    def __init__(self, inner: Executor) -> None:
+        self._inner = inner
+
+    def execute(self, plan_context, execution_plan) -> Iterator:
+        bind_run(plan_context.instance, plan_context.dagster_run)
+        yield from self._inner.execute(plan_context, execution_plan)
+
+    @property
+    def retries(self):
+        return self._inner.retries
+
+    @property
+    def step_dependency_config(self):
+        return self._inner.step_dependency_config
+
+    def get_step_event_or_retry_event(self, *args, **kwargs):
+        return self._inner.get_step_event_or_retry_event(*args, **kwargs)
+
+    def log_failure_or_retry_event_after_error(self, *args, **kwargs):
+        return self._inner.log_failure_or_retry_event_after_error(*args, **kwargs)
+
+
+def bound_executor(inner: ExecutorDefinition) -> ExecutorDefinition:
+    """`inner` with the same name, config schema and requirements, checking the run's workspace first."""
+    create = inner.executor_creation_fn
+    if create is None:
+        raise WorkspaceError("an executor without a creation function cannot be bound to the deployment")
+    return ExecutorDefinition(
+        name=inner.name,
+        config_schema=inner.config_schema,
+        requirements=inner.get_requirements,
+        executor_creation_fn=lambda init_context: _BoundExecutor(create(init_context)),
+        description=inner.description,
+    )
+
+
+DEFAULT_EXECUTOR = bound_executor(multi_or_in_process_executor)
+IN_PROCESS_EXECUTOR = bound_executor(in_process_executor)
