@@ -72,15 +72,20 @@ def zeros(mib: int):
         yield block
 
 
-def zip_bytes(entries: list[dict], *, comment: bytes = b"", count: int | None = None, tail: bytes = b"") -> bytes:
-    """A zip built from raw records. entry: name, data (already compressed), method, crc, size, flags."""
+def zip_bytes(entries: list[dict], *, comment: bytes = b"", count: int | None = None, tail: bytes = b"", tail_gap: bytes = b"") -> bytes:
+    """A zip built from raw records. entry: name, data (already compressed), method, crc, size, flags,
+    gap (bytes hidden before its local header); `tail_gap` hides bytes before the central directory."""
     body, central, offset = [], [], 0
     for entry in entries:
+        body.append(entry.get("gap", b""))
+        offset += len(entry.get("gap", b""))
         fields = (20, entry.get("flags", 0), entry.get("method", 0), 0, 0, entry.get("crc", 0), len(entry["data"]), entry["size"], len(entry["name"]), 0)
         local = struct.pack("<4s5H3L2H", b"PK\x03\x04", *fields) + entry["name"] + entry["data"]
-        central.append(struct.pack("<4s6H3L5H2L", b"PK\x01\x02", 20, *fields[:8], len(entry["name"]), 0, 0, 0, 0, 0, offset) + entry["name"])
+        note = entry.get("comment", b"")
+        central.append(struct.pack("<4s6H3L5H2L", b"PK\x01\x02", 20, *fields[:8], len(entry["name"]), 0, len(note), 0, 0, 0, offset) + entry["name"] + note)
         body.append(local)
         offset += len(local)
+    body.append(tail_gap)
     body, central = b"".join(body), b"".join(central)
     declared = len(entries) if count is None else count
     end = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, declared, declared, len(central), len(body), len(comment) + len(tail))
@@ -137,7 +142,7 @@ def test_bzip2_and_lzma_entries_declared_small_are_refused_before_inflating(tmp_
 
 @pytest.mark.parametrize("held", [30_000, 6])
 def test_central_directory_count_lie_is_refused(tmp_path: Path, held: int) -> None:
-    """30,000 records behind a count of 5 fail the size pre-check; 6 records fail the exact record count."""
+    """30,000 or 6 records behind a count of 5: only the declared count is ever read, and must use up the directory."""
     entries = [stored(f"f{i:05d}.sql".encode(), b"") for i in range(held)]
     archive = tmp_path / "lie.zip"
     archive.write_bytes(zip_bytes(entries, count=5))
@@ -198,15 +203,29 @@ def test_flagged_utf8_zip_name_is_accepted(tmp_path: Path) -> None:
     assert read_in_child(archive, tmp_path)[0] is None
 
 
-def test_bytes_hidden_between_zip_entries_are_refused(tmp_path: Path) -> None:
-    data = zip_bytes([stored(b"a.sql", b"x"), stored(b"b.sql", b"y")])
-    central_at = data.index(b"PK\x01\x02")
-    hidden = data[:central_at] + b"hidden" + data[central_at:]
-    end_at = hidden.rindex(b"PK\x05\x06")
-    fixed = hidden[: end_at + 16] + struct.pack("<L", central_at + 6) + hidden[end_at + 20 :]
+@pytest.mark.parametrize("where", ["before_first", "between", "before_directory"])
+def test_bytes_hidden_outside_the_zip_entries_are_refused(tmp_path: Path, where: str) -> None:
+    first, second = stored(b"a.sql", b"x"), stored(b"b.sql", b"y")
+    if where == "before_first":
+        first["gap"] = b"PK\x03\x04hidden"  # still sniffed as a zip
+    elif where == "between":
+        second["gap"] = b"hidden"
     archive = tmp_path / "gap.zip"
-    archive.write_bytes(fixed)
+    archive.write_bytes(zip_bytes([first, second], tail_gap=b"hidden" if where == "before_directory" else b""))
     assert_refused(archive, tmp_path, "source.archive_invalid")
+
+
+def test_central_records_larger_than_their_count_explains_are_refused(tmp_path: Path) -> None:
+    entries = [{**stored(f"f{i}.sql".encode(), b"x"), "comment": b"c" * 60_000} for i in range(5)]
+    archive = tmp_path / "padded.zip"
+    archive.write_bytes(zip_bytes(entries))
+    assert_refused(archive, tmp_path, "source.ambiguous_archive")
+
+
+def test_overlong_zip_name_is_refused(tmp_path: Path) -> None:
+    archive = tmp_path / "long.zip"
+    archive.write_bytes(zip_bytes([stored(b"n" * 2_000, b"x")]))
+    assert_refused(archive, tmp_path, "source.path_too_long")
 
 
 # ---------------------------------------------------------------------------------------------
