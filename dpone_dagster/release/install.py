@@ -286,13 +286,11 @@ class ReleaseCache:
         entries = self.audit_log()
         if any(e.sequence == pointer.audit_sequence and e.release_id == pointer.release_id for e in entries):
             return None
-        if pointer.audit_sequence != len(entries) + 1:
-            raise ActivationError("release.audit_log_corrupt", "the audit log lost entries before the active deployment's")
         self._validated(pointer.release_id, pointer.deployment_id, receipt, purpose="audit_repair")
         intent = self._intent(
             "activate", pointer.release_id, pointer.deployment_id, pointer.previous_release_id, pointer.audit_sequence, receipt
         )
-        return self._append_audit(intent, authorized_by="audit_repair")
+        return self._append_audit(intent, authorized_by="audit_repair", receipt_digest=receipt.document_digest())
 
     def _intent(
         self,
@@ -332,7 +330,7 @@ class ReleaseCache:
                 raise self._recovery_required("committing the current pointer failed") from None
         entries = self.audit_log()
         if not any(e.sequence == intent.audit_sequence for e in entries):
-            self._append_audit(intent, authorized_by=authorized_by)
+            self._append_audit(intent, authorized_by=authorized_by, receipt_digest=receipt.document_digest())
         try:
             self.files.remove(self._intent_path)
         except OSError:
@@ -350,10 +348,14 @@ class ReleaseCache:
             receipt, ActivationReceipt, release_id=release_id, deployment_id=deployment_id, purpose=purpose, after_preparation=True
         )
 
-    def _append_audit(self, intent: ActivationIntent, *, authorized_by: AuthorizedBy) -> AuditEntry:
+    def _append_audit(self, intent: ActivationIntent, *, authorized_by: AuthorizedBy, receipt_digest: str) -> AuditEntry:
+        """Append the entry for `intent`, naming the receipt that authorized *this* step (`authorized_by`).
+
+        Refuses unless the entry is exactly the next one: an activation whose log changed since it
+        was prepared, and a repair whose log lost entries *before* the active one, both stop here."""
         entries = self.audit_log()
         if intent.audit_sequence != len(entries) + 1:
-            raise ActivationError("release.audit_log_corrupt", "the audit log changed while the activation was prepared")
+            raise ActivationError("release.audit_log_corrupt", "the audit log changed or lost entries before this activation's")
         previous = hashlib.sha256(self._audit_path.read_bytes().splitlines()[-1]).hexdigest() if entries else GENESIS
         entry = AuditEntry(
             sequence=intent.audit_sequence,
@@ -363,7 +365,7 @@ class ReleaseCache:
             release_id=intent.release_id,
             deployment_id=intent.deployment_id,
             previous_release_id=intent.previous_release_id,
-            receipt_digest=intent.receipt_digest,
+            receipt_digest=receipt_digest,
             recorded_at=format_timestamp(self.clock.now()),
         )
         try:
