@@ -49,12 +49,18 @@ def _current_user() -> str:
 def create(
     workspace_id: str = typer.Argument(..., metavar="ID"),
     parent: str = typer.Option(..., "--parent", help="Workspace to fork from (e.g. prod)."),
-    shared: list[str] = typer.Option([], "--shared", help="Lake to share with the parent (repeatable)."),
+    shared: list[str] = typer.Option([], "--shared", help="Lake to share with the root (repeatable)."),
+    shared_with: str = typer.Option(
+        None,
+        "--shared-with",
+        help="Name the root (prod) explicitly: required for --shared below a fork, whose shared "
+        "lakes are the root's, not the parent's.",
+    ),
     owner: str = typer.Option(None, "--owner", help="Owner of the fork (default: current user)."),
 ) -> None:
     """Create a fork; every lake is isolated unless named with --shared."""
     created = _service().create_fork(
-        workspace_id, parent, owner=owner or _current_user(), shared_lakes=shared
+        workspace_id, parent, owner=owner or _current_user(), shared_lakes=shared, shared_with=shared_with
     )
     typer.echo(f"created {created.id} (parent {created.parent_id}, owner {created.owner})")
 

@@ -24,8 +24,10 @@ from dpone_dagster.lake.sql import Secret, Statement, quote_ident, sql_string
 OptionValue = str | int | bool
 Options = tuple[tuple[str, OptionValue], ...]
 
-FORK_RESERVED_OPTIONS = frozenset({"METADATA_SCHEMA", "DATA_PATH", "OVERRIDE_DATA_PATH"})
-"""Options a fork always sets itself; stripped from settings and user SQL in fork mode."""
+FORK_RESERVED_OPTIONS = frozenset({"METADATA_SCHEMA", "DATA_PATH", "OVERRIDE_DATA_PATH", "METADATA_PATH"})
+"""Options a fork always sets itself; stripped from settings and user SQL in fork mode.
+`METADATA_PATH` names the catalog database itself: left in, it would point a fork (or an ancestor
+attach) at another lake's catalog."""
 
 ANCESTOR_OWNED_OPTIONS = FORK_RESERVED_OPTIONS | {
     "READ_ONLY",

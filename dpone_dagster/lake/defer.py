@@ -83,11 +83,32 @@ class DeferView:
 LiveViews = Mapping[TableName, str]
 """The views live in a fork namespace: name -> the SQL DuckLake stored for it."""
 
-_SPACES = re.compile(r"\s+")
+_TOKEN = re.compile(
+    r'"(?P<quoted>(?:[^"]|"")*)"'
+    r"|(?P<string>'(?:[^']|'')*')"
+    r"|(?P<word>[A-Za-z_][A-Za-z0-9_$]*)"
+    r"|(?P<space>\s+)"
+    r"|(?P<other>.)",
+    re.DOTALL,
+)
 
 
-def _normalized(sql: str) -> str:
-    return _SPACES.sub(" ", sql).strip().rstrip(";").lower()
+def canonical_sql(sql: str) -> tuple[tuple[str, str], ...]:
+    """Tokens of `sql` as DuckDB resolves them: identifiers unquoted and case-folded (a quoted
+    `"Mart"` and DuckDB's re-rendered bare `Mart` are one identifier), string literals verbatim,
+    whitespace and a trailing `;` dropped. Two SQL texts with equal tokens define the same view."""
+    out: list[tuple[str, str]] = []
+    for match in _TOKEN.finditer(sql.strip().rstrip(";")):
+        kind = match.lastgroup
+        if kind == "quoted":
+            out.append(("name", match.group("quoted").replace('""', '"').lower()))
+        elif kind == "word":
+            out.append(("name", match.group("word").lower()))
+        elif kind == "string":
+            out.append(("string", match.group("string")))
+        elif kind == "other":
+            out.append(("punct", match.group("other")))
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -110,7 +131,7 @@ class DeferPlan:
                 out.append(view)
                 continue
             wanted = view.select_sql()
-            if existing != wanted and _normalized(existing) != _normalized(wanted):
+            if existing != wanted and canonical_sql(existing) != canonical_sql(wanted):
                 out.append(replace(view, replace=True))
         return tuple(out)
 

@@ -62,6 +62,7 @@ from dpone_dagster.lake.sql import Statement
 from dpone_dagster.lake.tracking import (  # noqa: F401 (UnknownWorkspaceError: old import path)
     UnknownWorkspaceError,
     WorkspaceLakeView,
+    mark_missing,
     nearest_owners,
     workspace_lake_view,
 )
@@ -206,10 +207,12 @@ def _chain_lakes(
 
 def _defer_views(
     view: WorkspaceLakeView, serving: dict[str, PhysicalLake], attachable: set[str], aliases: dict[str, str]
-) -> tuple[list[DeferView], list[str]]:
-    """A view per table owned up the chain (plus SCD2 companions); owners we cannot attach skipped."""
+) -> tuple[list[DeferView], list[str], list[str]]:
+    """A view per table owned up the chain (plus SCD2 companions); owners we cannot attach skipped,
+    and tables recorded `missing` in their owner skipped with a warning each."""
     views: list[DeferView] = []
     skipped: set[str] = set()
+    missing: list[str] = []
     chain_ids = view.chain_ids
     owned = nearest_owners(chain_ids, view.tracking)
     for name, (index, entry) in sorted(owned.items()):
@@ -218,12 +221,18 @@ def _defer_views(
         if owner is None or owner.workspace_id not in attachable:
             skipped.add(owner_id)
             continue
+        if entry.missing:
+            missing.append(
+                f"table {name} of ancestor {owner_id!r} no longer exists there; it is not deferred "
+                "(fork_state missing) until that ancestor materializes it again"
+            )
+            continue
         owner_alias = aliases[owner.workspace_id]
         views.append(DeferView(name, owner_id, owner_alias, name))
         companion = TableName(name.schema, name.table + CURRENT_SUFFIX)
         if entry.is_scd2 and companion not in owned:
             views.append(DeferView(companion, owner_id, owner_alias, name, current_only=True))
-    return views, sorted(skipped)
+    return views, sorted(skipped), missing
 
 
 def _register(workspace_id: str, lake: str, own: LakeConfig, me: PhysicalLake, config: DponeConfig, ports: LakePorts) -> None:
@@ -266,13 +275,13 @@ def resolve_workspace_lake(
     warnings = role_warnings + warnings
 
     target_names = set(targets) | {TableName(t.schema, t.table + CURRENT_SUFFIX) for t in targets}
-    views, skipped = _defer_views(view, serving, attachable, aliases)
+    views, skipped, missing = _defer_views(view, serving, attachable, aliases)
     defer = DeferPlan(tuple(v for v in views if v.name not in target_names), tuple(sorted(target_names)))
     warnings += [
         f"ancestor {ws!r} owns tables of lake {lake!r} but its namespace is not reachable or was "
         "never created; those tables read as absent in this run"
         for ws in skipped
-    ]
+    ] + missing
     for warning in warnings:
         log.warning(warning)
 
@@ -303,6 +312,7 @@ def resolve_workspace_lake(
         live=None if facts.live_views is None else _by_name(facts.live_views),
         read_live=lambda: _by_name(adapter.live_views(me.namespace)),
         metadata_catalog=metadata_catalog(alias, option_value(options, "METADATA_CATALOG")),
+        on_missing=lambda gone: mark_missing(config, lake, sorted({(v.owner_workspace, v.source) for v in gone})),
     )
 
 

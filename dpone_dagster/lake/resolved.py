@@ -111,6 +111,9 @@ class ResolvedLake:
     read_live: Callable[[], LiveViews] | None = field(default=None, compare=False, repr=False)
     """Reads the live views without a session (opens the fork catalog apart); inspection only."""
     metadata_catalog: str = ""
+    on_missing: Callable[[Sequence[DeferView]], None] | None = field(default=None, compare=False, repr=False)
+    """Told which defer views lost their source (the owner's table no longer exists); fork
+    resolution records those tables as `missing`."""
     """Where the session finds the fork's catalog tables once attached (DuckDB-file catalogs)."""
 
     @cached_property
@@ -163,7 +166,9 @@ class ResolvedLake:
         """Run the plan on a `duck.connect()` connection. Returns the warnings it met.
 
         An ancestor whose attach fails (unreachable catalog, locked DuckDB file) only loses its own
-        defer views, with a warning; the target attach and everything else must succeed.
+        defer views, with a warning; so does one table its owner no longer has (dropped or renamed
+        out of band: checked only when views are to be created, so steady state costs nothing).
+        The target attach and everything else must succeed.
         """
         warnings = list(self.warnings)
         self._refuse_foreign_alias(conn)
@@ -200,6 +205,16 @@ class ResolvedLake:
                 continue
             reachable.add(ancestor.alias)
         views = [v for v in self.defer.views(live) if v.owner_alias in reachable]
+        views, missing = _split_missing(conn, views)
+        for view in missing:
+            message = (
+                f"table {view.source} of ancestor {view.owner_workspace!r} (lake {self.lake!r}) no "
+                f"longer exists; {view.name} is not deferred in this run (fork_state missing)"
+            )
+            log.warning(message)
+            warnings.append(message)
+        if missing and self.on_missing is not None:
+            self.on_missing(missing)
         statements = self._view_statements(views)
         if statements:
             try:
@@ -270,6 +285,28 @@ class ResolvedLake:
             Path(self.catalog.target).parent.mkdir(parents=True, exist_ok=True)
         if "://" not in self.data_path:
             Path(self.data_path).mkdir(parents=True, exist_ok=True)
+
+
+_EXISTING_SQL = (
+    "SELECT database_name, schema_name, table_name FROM duckdb_tables() WHERE database_name IN ({in_}) "
+    "UNION ALL SELECT database_name, schema_name, view_name FROM duckdb_views() "
+    "WHERE database_name IN ({in_})"
+)
+
+
+def _split_missing(conn, views: Sequence[DeferView]) -> tuple[list[DeferView], list[DeferView]]:
+    """(views whose source exists in its owner's attach, views whose source does not): one query."""
+    if not views:
+        return [], []
+    aliases = sorted({v.owner_alias for v in views})
+    marks = ", ".join("?" for _ in aliases)
+    rows = conn.execute(_EXISTING_SQL.format(in_=marks), [*aliases, *aliases]).fetchall()
+    existing = {(db.lower(), schema.lower(), table.lower()) for db, schema, table in rows}
+    keep, missing = [], []
+    for view in views:
+        key = (view.owner_alias.lower(), view.source.schema.lower(), view.source.table.lower())
+        (keep if key in existing else missing).append(view)
+    return keep, missing
 
 
 def _run(conn, statement: Statement, credentials: CredentialResolver | None) -> None:

@@ -149,10 +149,10 @@ def lake_table_states(workspace_id: str, lake: str = "main", config: DponeConfig
             reader = workspace_id
         elif name in owners:
             reader = chain[owners[name][0]]
-            state = ForkState("deferred", reader)
+            state = ForkState("missing" if owners[name][1].missing else "deferred", reader)
         else:
             state, reader = ForkState("absent"), None
-        snapshot = None if reader is None or state.state == "absent" else snapshots.get((reader, name))
+        snapshot = None if reader is None or state.state in ("absent", "missing") else snapshots.get((reader, name))
         tables[name] = TableState(name, state, snapshot)
     ancestors = set(chain[1:])
     return LakeTableStates(

@@ -8,7 +8,9 @@ What a reader could get wrong: only tracked tables defer. A table an ancestor wr
 (no record) or whose every recorded partition last *failed* is not owned by that ancestor, so it
 reads as absent in the fork; a defer view over a missing table would fail every unrelated job.
 A fork's own row of any status stops deferral of that table (after the view→table transition the
-view is gone, whatever the outcome of the run).
+view is gone, whatever the outcome of the run). A table its owner no longer has (dropped or renamed
+out of band, found when a fork tried to create its view) is marked `missing` on the owner's rows:
+descendants read it as `missing` (no view, a warning) until the owner materializes it again.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from dpone_dagster.lake.registry import ForkDroppingError
 
 Status = Literal["materialized", "failed"]
 STATUSES: tuple[str, ...] = ("materialized", "failed")
+MISSING = "missing"
 
 ForkStateName = Literal["deferred", "fork_materialized", "absent", "missing", "own"]
 Columns = Mapping[str, str] | Sequence[tuple[str, str]]
@@ -74,6 +77,7 @@ class TrackedTable:
 
     materialized: bool = False
     columns_json: str | None = None
+    missing: bool = False
 
     @property
     def columns(self) -> tuple[tuple[str, str], ...]:
@@ -118,15 +122,17 @@ def read_chain_tracking(conn: Connection, workspace_ids: Sequence[str], lake: st
         s.c.table_name == p.c.table_name,
     )
     materialized = sa.func.max(sa.case((p.c.status == "materialized", 1), else_=0))
+    missing = sa.func.max(sa.case((p.c.status == MISSING, 1), else_=0))
     query = (
-        sa.select(p.c.workspace_id, p.c.schema_name, p.c.table_name, materialized, s.c.columns)
+        sa.select(p.c.workspace_id, p.c.schema_name, p.c.table_name, materialized, s.c.columns, missing)
         .select_from(p.outerjoin(s, same_table))
         .where(p.c.workspace_id.in_(list(workspace_ids)), p.c.lake == lake)
         .group_by(p.c.workspace_id, p.c.schema_name, p.c.table_name, s.c.columns)
     )
     result = ChainTracking()
-    for ws, schema, table, owned, columns in conn.execute(query):
-        result.tables.setdefault(ws, {})[TableName(schema, table)] = TrackedTable(bool(owned), columns)
+    for ws, schema, table, owned, columns, gone in conn.execute(query):
+        entry = TrackedTable(bool(owned) and not gone, columns, bool(gone))
+        result.tables.setdefault(ws, {})[TableName(schema, table)] = entry
     return result
 
 
@@ -139,12 +145,15 @@ def forget_workspace(conn: Connection, workspace_id: str) -> None:
 def nearest_owners(
     chain_ids: Sequence[str], tracking: ChainTracking
 ) -> dict[TableName, tuple[int, TrackedTable]]:
-    """For each table not tracked by `chain_ids[0]`: (index of the nearest owning ancestor, entry)."""
+    """For each table not tracked by `chain_ids[0]`: (index of the nearest owning ancestor, entry).
+
+    An entry marked `missing` still names its owner (the table is missing there, and is not
+    silently read from a farther ancestor)."""
     own = set(tracking.of(chain_ids[0]))
     owners: dict[TableName, tuple[int, TrackedTable]] = {}
     for index, ws in enumerate(chain_ids[1:], start=1):
         for name, entry in tracking.of(ws).items():
-            if entry.materialized and name not in own and name not in owners:
+            if (entry.materialized or entry.missing) and name not in own and name not in owners:
                 owners[name] = (index, entry)
     return owners
 
@@ -160,7 +169,23 @@ def state_in_chain(
     owner = nearest_owners(chain_ids, tracking).get(name)
     if owner is None:
         return ForkState("absent")
-    return ForkState("deferred", chain_ids[owner[0]])
+    return ForkState("missing" if owner[1].missing else "deferred", chain_ids[owner[0]])
+
+
+def mark_missing(config: DponeConfig, lake: str, owners: Sequence[tuple[str, TableName]]) -> None:
+    """Record that each (owner workspace, table) is gone from the owner's lake: every partition row
+    of it becomes `missing` until the owner's next managed materialize overwrites the status."""
+    p = materialized_partition
+    with open_store(config.control_store).begin() as conn:
+        for workspace_id, name in owners:
+            where = sa.and_(
+                p.c.workspace_id == workspace_id,
+                p.c.lake == lake,
+                p.c.schema_name == name.schema,
+                p.c.table_name == name.table,
+                p.c.status == "materialized",
+            )
+            conn.execute(p.update().where(where).values(status=MISSING))
 
 
 def record_materialization(

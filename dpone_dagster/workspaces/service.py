@@ -63,6 +63,25 @@ class DevWorkspacesAttachedError(WorkspaceError):
     code = "workspace.dev_workspaces_attached"
 
 
+class SharedLakeIsRootError(WorkspaceError):
+    code = "workspace.shared_is_root"
+
+
+def _require_root_named(parent_id: str, shared: set[str], shared_with: str | None) -> None:
+    """A shared lake is attached at its configured place — the root's, whatever the parent. Below a
+    fork that silently reads and writes the root, so the caller must name the root explicitly."""
+    if shared_with is not None and shared_with != ROOT_WORKSPACE:
+        raise SharedLakeIsRootError(
+            f"a shared lake is always the root's ({ROOT_WORKSPACE!r}), never {shared_with!r}'s"
+        )
+    if shared and parent_id != ROOT_WORKSPACE and shared_with != ROOT_WORKSPACE:
+        raise SharedLakeIsRootError(
+            f"sharing {', '.join(sorted(shared))} below {parent_id!r} would read and write "
+            f"{ROOT_WORKSPACE!r}, not {parent_id!r}; name the root explicitly "
+            f"(shared_with={ROOT_WORKSPACE!r}, `--shared-with {ROOT_WORKSPACE}`) if that is meant"
+        )
+
+
 @dataclass(frozen=True)
 class DropResult:
     workspace_id: str
@@ -105,7 +124,12 @@ class Workspaces:
         *,
         owner: str,
         shared_lakes: Iterable[str] = (),
+        shared_with: str | None = None,
     ) -> Workspace:
+        """Create fork `workspace_id` of `parent_id` as a new incarnation of that id.
+
+        `shared_lakes` are attached where the root keeps them; below a fork that is refused unless
+        `shared_with` names the root."""
         check_workspace_id(workspace_id)
         check_workspace_id(parent_id)
         if workspace_id == ROOT_WORKSPACE:
@@ -113,6 +137,7 @@ class Workspaces:
         if not owner or not owner.strip():
             raise WorkspaceError("a fork needs an owner", code="workspace.owner_required")
         shared = set(shared_lakes)
+        _require_root_named(parent_id, shared, shared_with)
         with self.engine.begin() as conn:
             repo.ensure_root(conn, self._now())
             if repo.get_workspace(conn, workspace_id) is not None:
@@ -140,7 +165,7 @@ class Workspaces:
                 f"yet ({', '.join(sorted({r.code for r in leftover.schemas_pending}))}); "
                 "retry when the catalog is reachable"
             )
-        created = Workspace(workspace_id, parent_id, owner, self._now())
+        created = Workspace(workspace_id, parent_id, owner, self._now(), repo.new_incarnation())
         lakes = [(s.settings, name in shared) for name, s in sorted(parent_lakes.items())]
         try:
             with self.engine.begin() as conn:
@@ -179,16 +204,27 @@ class Workspaces:
                         f"{', '.join(standing)}; drop or re-home them first"
                     )
                 orphaned = tuple(sorted(k.id for k in kids))
+                if ws.incarnation:
+                    repo.set_incarnation_state(conn, ws.id, ws.incarnation, repo.DROPPING, self._now())
                 repo.delete_workspace(conn, ws, self._now())
                 forget_workspace(conn, workspace_id)
                 donor = ws.parent_id
         report = drop_fork_namespaces(
             workspace_id, config=self.config, credential_donor=donor, ports=self.cleanup_ports
         )
+        if report.complete:
+            with self.engine.begin() as conn:
+                current = repo.incarnation_state(conn, workspace_id)
+                if current is not None and current[1] == repo.DROPPING:
+                    repo.set_incarnation_state(conn, workspace_id, current[0], repo.DROPPED, self._now())
         return DropResult(workspace_id, ws is not None, orphaned, report)
 
-    def set_lake_shared(self, workspace_id: str, lake: str, shared: bool, *, actor: str) -> None:
-        """Flip one lake of a fork between shared and isolated. Ledger rows stay in place."""
+    def set_lake_shared(
+        self, workspace_id: str, lake: str, shared: bool, *, actor: str, shared_with: str | None = None
+    ) -> None:
+        """Flip one lake of a fork between shared and isolated. Ledger rows stay in place.
+
+        Sharing below a fork needs `shared_with` to name the root (see `create_fork`)."""
         check_workspace_id(workspace_id)
         if workspace_id == ROOT_WORKSPACE:
             raise RootProtectedError("the root workspace always owns its lakes")
@@ -197,6 +233,8 @@ class Workspaces:
             if ws is None:
                 raise UnknownWorkspaceError(f"workspace {workspace_id!r} does not exist")
             require_may_drop(conn, ws, actor)
+            if shared:
+                _require_root_named(ws.parent_id or "", {lake}, shared_with)
             lakes = repo.lake_settings(conn, [workspace_id], self.config)[workspace_id]
             if lake not in lakes:
                 raise UnknownLakeError(f"workspace {workspace_id!r} has no lake {lake!r}")

@@ -199,3 +199,28 @@ def set_lake_settings(env: LakeEnv, workspace: str, settings: LakeConfig) -> Non
             .where(workspace_lake.c.workspace_id == workspace, workspace_lake.c.lake == settings.name)
             .values(settings=settings.model_dump_json())
         )
+
+
+def fork_places(env: LakeEnv, workspace_id: str) -> tuple[list[str], list[str]]:
+    """Every catalog namespace and data file of ANY incarnation of `workspace_id` (lake `main`):
+    (fork schemas or sibling catalog files, data files under its `__wm_forks/` segments)."""
+    from dpone_dagster.lake.attach import absolute_data_path, catalog_location
+    from dpone_dagster.lake.naming import FORK_DATA_DIR, is_fork_segment_of, mangle, split_storage_root
+
+    stem = f"wm_fork_{mangle(workspace_id, 24)}_main_"
+    catalog = catalog_location(env.lake, env.config.project_root)
+    if catalog.kind == "postgres":
+        import psycopg
+
+        with psycopg.connect(catalog.target) as conn:
+            rows = conn.execute("SELECT schema_name FROM information_schema.schemata").fetchall()
+        namespaces = sorted(r[0] for r in rows if r[0].startswith(stem))
+    else:
+        namespaces = sorted(p.name for p in Path(catalog.target).parent.glob(stem + "*"))
+    root, _ = split_storage_root(absolute_data_path(env.lake.data_path, env.config.project_root))
+    base = f"{root}/{FORK_DATA_DIR}/"
+    files = [
+        f for f in env.list_files(base)
+        if is_fork_segment_of(workspace_id, f[len(base):].split("/", 1)[0])
+    ]
+    return namespaces, files

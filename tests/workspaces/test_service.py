@@ -143,3 +143,49 @@ def test_cli_round_trip(config, monkeypatch):
     assert dropped.exit_code == 0 and "deleted workspace wm-fork-cli" in dropped.output
     unknown = runner.invoke(app, ["fork", "drop", "wm-fork-cli", "--as", "alice"])
     assert unknown.exit_code == 1 and "workspace.unknown" in unknown.output
+
+
+def test_every_workspace_stays_droppable_by_a_root_admin_after_its_parent_is_dropped(service):
+    service.grant_admin("prod", "root-admin", granted_by="root-admin")
+    service.create_fork("wm-fork-p", "prod", owner="alice")
+    service.create_fork("wm-fork-q", "wm-fork-p", owner="bob")
+    service.create_fork("dev/x", "wm-fork-q", owner="carol")
+    assert service.drop("wm-fork-p", actor="alice").orphaned == ("wm-fork-q",)
+
+    with pytest.raises(WorkspaceError) as caught:
+        service.drop("dev/x", actor="carol")
+    assert code_of(caught) == "workspace.permission_denied"
+    service.grant_admin("wm-fork-q", "dave", granted_by="root-admin")
+    with pytest.raises(WorkspaceError) as caught:
+        service.grant_admin("wm-fork-q", "eve", granted_by="mallory")
+    assert code_of(caught) == "workspace.permission_denied"
+    assert service.drop("dev/x", actor="root-admin").workspace_deleted
+    assert service.drop("wm-fork-q", actor="root-admin").workspace_deleted
+    assert [w.id for w in service.list() if not w.deleted] == ["prod"]
+
+
+def test_sharing_below_a_fork_needs_the_root_named(service, config):
+    service.create_fork("wm-fork-a", "prod", owner="alice")
+    with pytest.raises(WorkspaceError) as caught:
+        service.create_fork("wm-fork-a/b", "wm-fork-a", owner="bob", shared_lakes=["main"])
+    assert code_of(caught) == "workspace.shared_is_root" and "'prod'" in str(caught.value)
+    with pytest.raises(WorkspaceError) as caught:
+        service.create_fork("wm-fork-a/b", "wm-fork-a", owner="bob", shared_lakes=["main"], shared_with="wm-fork-a")
+    assert code_of(caught) == "workspace.shared_is_root"
+    service.create_fork("wm-fork-a/c", "wm-fork-a", owner="bob")
+    with pytest.raises(WorkspaceError) as caught:
+        service.set_lake_shared("wm-fork-a/c", "main", True, actor="bob")
+    assert code_of(caught) == "workspace.shared_is_root"
+
+    service.create_fork("wm-fork-a/b", "wm-fork-a", owner="bob", shared_lakes=["main"], shared_with="prod")
+    modes = {lake.lake: lake.mode for lake in workspace_status("wm-fork-a/b", config).lakes}
+    assert modes["main"] == "shared"
+    service.set_lake_shared("wm-fork-a/c", "main", True, actor="bob", shared_with="prod")
+
+    runner = CliRunner()
+    refused = runner.invoke(app, ["fork", "create", "wm-fork-a/d", "--parent", "wm-fork-a", "--owner", "bob", "--shared", "main"])
+    assert refused.exit_code == 1 and "workspace.shared_is_root" in refused.output
+    named = runner.invoke(
+        app, ["fork", "create", "wm-fork-a/d", "--parent", "wm-fork-a", "--owner", "bob", "--shared", "main", "--shared-with", "prod"]
+    )
+    assert named.exit_code == 0, named.output
