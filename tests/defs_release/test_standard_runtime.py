@@ -1,0 +1,232 @@
+"""The standard runtime on a mixed deployment: synthetic-family tasks run for real, development tasks never
+reach a port. Service level (counting ports) and through the Dagster jobs of the deployment location."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import dagster as dg
+import duckdb
+import pytest
+
+from dpone_dagster.clock import SystemClock
+from dpone_dagster.contracts.base import parse_document
+from dpone_dagster.contracts.dispatch import DispatchError, read_production_document
+from dpone_dagster.control.store import open_store
+from dpone_dagster.deployment.active import installed_admission_view, load_active_release, load_synthetic_release, read_only_cache
+from dpone_dagster.deployment.location import build_definitions
+from dpone_dagster.platform.target import ProtectedTargetDocument
+from dpone_dagster.release.admission import (
+    ExecutionDeniedError,
+    StandardRuntimeLauncher,
+    TaskKind,
+    TaskPlan,
+)
+from dpone_dagster.release.bundle import PARENT_PATH, open_bundle
+from dpone_dagster.release.errors import IntegrityError
+from dpone_dagster.release.state import ReleaseDenials, ReleaseState, ReleaseStateMachine
+from dpone_dagster.runtime.catalog import dormant_tasks, synthetic_tasks
+from dpone_dagster.runtime.ports import AccessLedger
+
+LAKE_ENV = {"DPONE_CONNECTION_ORDERS_SOURCE": "orders_source.duckdb", "DPONE_CONNECTION_FLOW_LAKE": "flow_lake.duckdb"}
+
+
+def _jobs(setup) -> dict[str, dg.JobDefinition]:
+    return {job.name: job for job in build_definitions(setup.settings).resolve_all_job_defs() if not job.name.startswith("__")}
+
+
+def _releases(setup):
+    installed = load_active_release(read_only_cache(setup.settings, "synthetic-dev", SystemClock()))
+    return installed, load_synthetic_release(setup.settings)
+
+
+# ------------------------------------------------------------------ service level: counting ports
+
+
+class CountingPorts:
+    """Real-shaped ports that count every call: a plan with two aliases and one file, a writer that returns."""
+
+    def __init__(self) -> None:
+        self.calls: Counter = Counter()
+
+    def fetch(self, release_id, task):
+        self.calls["init_fetch"] += 1
+        return TaskPlan(aliases=("flow_lake", "orders_source"), source_paths=("sources/x/a.sql",))
+
+    def resolve(self, alias):
+        self.calls["credentials"] += 1
+        return f"{alias}.duckdb"
+
+    def read(self, release_id, path):
+        self.calls["source"] += 1
+        return b"select 1"
+
+    def issue(self, release_id, task):
+        self.calls["writer"] += 1
+        return self
+
+    def run(self, plan, credentials, sources):
+        return {"statements": len(sources)}
+
+
+class Target:
+    def __init__(self, epoch: int, synthetic: bool = True) -> None:
+        self.epoch, self.synthetic = epoch, synthetic
+
+    def current_epoch(self) -> int:
+        return self.epoch
+
+    def synthetic_target(self) -> bool:
+        return self.synthetic
+
+
+def _launcher(ports: CountingPorts, target: Target) -> StandardRuntimeLauncher:
+    return StandardRuntimeLauncher(
+        clock=SystemClock(), epochs=target, init_fetcher=ports, credentials=ports, sources=ports, writers=ports, target=target
+    )
+
+
+def test_admission_sits_before_every_port_development_zero_synthetic_more_than_zero(released, env_of):
+    installed, synthetic = _releases(env_of(released))
+    target = Target(installed.record.revocation_epoch)
+    development = CountingPorts()
+    launcher = _launcher(development, target)
+    view = installed_admission_view(installed)
+    for task in dormant_tasks(installed.bundle):
+        with pytest.raises(ExecutionDeniedError) as raised:
+            launcher.launch(view, task.runtime_task)
+        assert raised.value.denial.reason.value == "admission.development_dormant"
+    assert sum(development.calls.values()) == 0
+
+    ran = CountingPorts()
+    launcher = _launcher(ran, target)
+    tasks = synthetic_tasks(synthetic.ordinary)
+    for task in tasks:
+        result = launcher.launch(synthetic.admission_view(), task.runtime_task)
+        assert result.grant.reason == "admission.synthetic_admitted"
+    assert ran.calls == {"init_fetch": len(tasks), "credentials": 2 * len(tasks), "source": len(tasks), "writer": len(tasks)}
+
+
+def test_synthetic_tasks_are_refused_on_a_target_not_declared_synthetic(released, env_of):
+    _, synthetic = _releases(env_of(released))
+    ports = CountingPorts()
+    launcher = _launcher(ports, Target(0, synthetic=False))
+    task = synthetic_tasks(synthetic.ordinary)[0]
+    with pytest.raises(ExecutionDeniedError) as raised:
+        launcher.launch(synthetic.admission_view(), task.runtime_task)
+    assert raised.value.denial.reason.value == "admission.synthetic_target_required"
+    assert sum(ports.calls.values()) == 0
+
+
+def test_the_synthetic_release_is_its_own_closed_family(released, env_of):
+    installed, synthetic = _releases(env_of(released))
+    assert synthetic.release_id != installed.bundle.release_id
+    assert {w.pack_id for w in synthetic.ordinary} == {w.pack_id for w in installed.bundle.ordinary}
+    with pytest.raises(IntegrityError) as raised:
+        open_bundle(synthetic.members)
+    assert raised.value.code == "release.not_development_family"
+    with pytest.raises(DispatchError) as refused:
+        read_production_document(synthetic.members[PARENT_PATH])
+    assert refused.value.code == "dispatch.family_refused"
+
+
+# ------------------------------------------------------------------ through the Dagster jobs
+
+
+def _step_output_metadata(result: dg.ExecuteInProcessResult) -> dict:
+    event = next(e for e in result.all_events if e.event_type_value == "STEP_OUTPUT")
+    return {k: v.value for k, v in event.event_specific_data.metadata.items()}
+
+
+def _failure(result: dg.ExecuteInProcessResult):
+    return next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE").event_specific_data
+
+
+def test_one_deployment_runs_synthetic_tasks_and_refuses_development_tasks(copied_release, env_of, monkeypatch):
+    setup = env_of(copied_release)
+    for key, value in LAKE_ENV.items():
+        monkeypatch.setenv(key, value)
+    jobs = _jobs(setup)
+    ledger = AccessLedger(setup.settings.access_ledger)
+    with dg.instance_for_test() as instance:
+        ran = jobs["synthetic__ordinary__customer_order_counts"].execute_in_process(instance=instance, raise_on_error=False)
+        assert ran.success
+        metadata = _step_output_metadata(ran)
+        assert metadata["credential_resolutions"] == 2
+        assert metadata["rows: flow_marts.customer_order_counts"] == 17
+        assert [e["port"] for e in ledger.entries(run_id=ran.run_id)] == ["init_fetch", "credentials", "credentials", "source", "writer"]
+        assert instance.get_run_by_id(ran.run_id).tags["dpone/admission"] == "admitted"
+
+        refused = jobs["ordinary__customer_order_counts"].execute_in_process(instance=instance, raise_on_error=False)
+        assert not refused.success
+        failure = _failure(refused)
+        assert failure.error.message.startswith("dagster._core.definitions.events.Failure: [release.execution_denied]")
+        assert {k: v.value for k, v in failure.user_failure_data.metadata.items()}["credential_resolutions"] == 0
+        assert ledger.entries(run_id=refused.run_id) == []
+        assert instance.get_run_by_id(refused.run_id).tags["dpone/denial_recorded"] == "control_store"
+    lake = setup.settings.synthetic_runtime_root / "lake" / "flow_lake.duckdb"
+    with duckdb.connect(str(lake), read_only=True) as conn:
+        assert conn.execute("select sum(orders) from flow_marts.customer_order_counts").fetchone()[0] == 240
+
+    states = ReleaseStateMachine(open_store(setup.settings.control_store_url), SystemClock())
+    denials = ReleaseDenials(states, run_id=refused.run_id, origin="deployment_run").records(run_id=refused.run_id)
+    assert [(d.reason, d.task_kind, d.workload_id) for d in denials] == [
+        ("admission.development_dormant", "ordinary", "customer_order_counts")
+    ]
+    assert states.current(denials[0].release_id) is ReleaseState.DENIED
+    assert states.history(denials[0].release_id)[-1].detail.find("deployment_run") >= 0
+
+
+def test_a_pre_hook_then_its_runtime_run_in_order(copied_release, env_of, monkeypatch):
+    setup = env_of(copied_release)
+    for key, value in LAKE_ENV.items():
+        monkeypatch.setenv(key, value)
+    jobs = _jobs(setup)
+    with dg.instance_for_test() as instance:
+        hook = jobs["synthetic__pre_hook__weekly_revenue__ensure_marts"].execute_in_process(instance=instance, raise_on_error=False)
+        assert hook.success
+        runtime = jobs["synthetic__ordinary__weekly_revenue"].execute_in_process(instance=instance, raise_on_error=False)
+        assert runtime.success
+        assert _step_output_metadata(runtime)["rows: flow_marts.weekly_revenue"] > 0
+
+
+@pytest.mark.parametrize(
+    ("env", "code", "resolutions"),
+    [
+        ({}, "config.secret_missing", 1),
+        ({**LAKE_ENV, "DPONE_CONNECTION_FLOW_LAKE": "../escape.duckdb"}, "runtime.connection_outside_sandbox", 2),
+    ],
+)
+def test_a_failure_after_admission_is_a_clean_coded_failure(copied_release, env_of, monkeypatch, env, code, resolutions):
+    setup = env_of(copied_release)
+    for key in LAKE_ENV:
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    with dg.instance_for_test() as instance:
+        result = _jobs(setup)["synthetic__ordinary__customer_order_counts"].execute_in_process(instance=instance, raise_on_error=False)
+        failure = _failure(result)
+    assert failure.error.message.startswith(f"dagster._core.definitions.events.Failure: [{code}]")
+    assert "Traceback" not in failure.error.message
+    metadata = {k: v.value for k, v in failure.user_failure_data.metadata.items()}
+    assert metadata["error_code"] == code
+    assert metadata["credential_resolutions"] == resolutions
+    assert not (setup.settings.synthetic_runtime_root / "escape.duckdb").exists()
+
+
+def test_a_target_no_longer_synthetic_refuses_synthetic_jobs_before_any_port(copied_release, env_of, monkeypatch):
+    setup = env_of(copied_release)
+    for key, value in LAKE_ENV.items():
+        monkeypatch.setenv(key, value)
+    path = setup.settings.protected_target_file
+    target = parse_document(ProtectedTargetDocument, path.read_bytes())
+    path.write_bytes(target.model_copy(update={"synthetic": False}).canonical_bytes())
+    with dg.instance_for_test() as instance:
+        result = _jobs(setup)["synthetic__ordinary__customer_order_counts"].execute_in_process(instance=instance, raise_on_error=False)
+        assert instance.get_run_by_id(result.run_id).tags["dpone/denial_reason"] == "admission.synthetic_target_required"
+    assert AccessLedger(setup.settings.access_ledger).entries(run_id=result.run_id) == []
+
+
+def test_native_tasks_have_no_synthetic_counterpart(released, env_of):
+    _, synthetic = _releases(env_of(released))
+    assert {task.kind for task in synthetic_tasks(synthetic.ordinary)} == {TaskKind.ORDINARY, TaskKind.PRE_HOOK}
