@@ -5,8 +5,9 @@ options come from the lake's settings (`attach_args`) followed by the options th
 that under DuckDB's rule for duplicated options — the *last* occurrence wins, silently — ours win.
 
 What a reader could get wrong: stripping is by option name in any letter case; keeping a
-settings-supplied `DATA_PATH` before ours is not enough, because raw user SQL can append options
-after ours. That is why reserved options are removed, not merely overridden (see `user_sql.py`).
+settings-supplied `DATA_PATH` before ours is not enough, because whoever renders the statement
+later could append options after ours. That is why reserved options are removed, not merely
+overridden. (User SQL never attaches: `sql_guard.py` refuses every ATTACH/DETACH in it.)
 """
 
 from __future__ import annotations

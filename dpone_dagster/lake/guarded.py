@@ -10,12 +10,14 @@ are refused; `checkpoint()` is refused in a fork.
 What a reader could get wrong: the wrapper is *allow-listed*. A DuckDB method not named below
 raises `lake.guarded_connection_method` instead of reaching the raw connection, so a new DuckDB
 release that adds a SQL-taking method fails closed until it is reviewed here. The raw connection
-is kept in a private slot and no method returns it; this keeps user SQL on the checked path, it
+lives only in a closure (no attribute of the proxy is it) and no method returns it; this keeps user SQL on the checked path, it
 does not sandbox user Python (which can always open a DuckDB connection of its own).
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import duckdb
@@ -64,16 +66,35 @@ def _text(query: Any) -> str:
     raise UnparsableSqlError("only SQL text (or a statement that carries its text) is accepted")
 
 
+def _invoker(target: Any, guard: SqlGuard) -> Callable[..., Any]:
+    """`invoke(proxy, name, *args, **kwargs)`: call `target.name` and wrap what comes back. The
+    target lives only in this closure, so no attribute of a proxy is the raw DuckDB object."""
+
+    def invoke(proxy: Any, name: str, *args: Any, **kwargs: Any) -> Any:
+        attribute = getattr(target, name)
+        result = attribute(*args, **kwargs) if callable(attribute) else attribute
+        if result is target:
+            return proxy
+        if isinstance(result, duckdb.DuckDBPyConnection):
+            return GuardedConnection(result, guard)
+        if isinstance(result, duckdb.DuckDBPyRelation):
+            return GuardedRelation(result, guard)
+        return result
+
+    invoke.is_method = lambda name: callable(getattr(target, name))  # type: ignore[attr-defined]
+    return invoke
+
+
 class GuardedConnection:
     """A DuckDB connection proxy that refuses SQL `SqlGuard` refuses (see module docstring)."""
 
-    __slots__ = ("__conn", "__guard")
+    __slots__ = ("_invoke", "_guard")
 
     def __init__(self, conn: Any, guard: SqlGuard) -> None:
-        if isinstance(conn, GuardedConnection):
+        if isinstance(conn, GuardedConnection | GuardedRelation):
             raise TypeError("the connection is already guarded")
-        object.__setattr__(self, "_GuardedConnection__conn", conn)
-        object.__setattr__(self, "_GuardedConnection__guard", guard)
+        object.__setattr__(self, "_invoke", _invoker(conn, guard))
+        object.__setattr__(self, "_guard", guard)
 
     @classmethod
     def for_lake(cls, conn: Any, resolved: Any) -> GuardedConnection:
@@ -81,61 +102,51 @@ class GuardedConnection:
 
     @property
     def guard(self) -> SqlGuard:
-        return self.__guard
+        return self._guard
 
-    def __wrap(self, result: Any) -> Any:
-        if result is self.__conn:
-            return self
-        if isinstance(result, duckdb.DuckDBPyConnection):
-            return GuardedConnection(result, self.__guard)
-        if isinstance(result, duckdb.DuckDBPyRelation):
-            return GuardedRelation(result, self.__guard)
-        return result
-
-    def __sql(self, name: str, query: Any, *args: Any, **kwargs: Any) -> Any:
+    def _sql(self, name: str, query: Any, *args: Any, **kwargs: Any) -> Any:
         text = _text(query)
-        self.__guard.check(text)
-        return self.__wrap(getattr(self.__conn, name)(text, *args, **kwargs))
+        self._guard.check(text)
+        return self._invoke(self, name, text, *args, **kwargs)
 
     def execute(self, query: Any, *args: Any, **kwargs: Any) -> Any:
-        return self.__sql("execute", query, *args, **kwargs)
+        return self._sql("execute", query, *args, **kwargs)
 
     def executemany(self, query: Any, *args: Any, **kwargs: Any) -> Any:
-        return self.__sql("executemany", query, *args, **kwargs)
+        return self._sql("executemany", query, *args, **kwargs)
 
     def sql(self, query: Any, *args: Any, **kwargs: Any) -> Any:
-        return self.__sql("sql", query, *args, **kwargs)
+        return self._sql("sql", query, *args, **kwargs)
 
     def query(self, query: Any, *args: Any, **kwargs: Any) -> Any:
-        return self.__sql("query", query, *args, **kwargs)
+        return self._sql("query", query, *args, **kwargs)
 
     def from_query(self, query: Any, *args: Any, **kwargs: Any) -> Any:
-        return self.__sql("from_query", query, *args, **kwargs)
+        return self._sql("from_query", query, *args, **kwargs)
 
     def get_table_names(self, query: Any, *args: Any, **kwargs: Any) -> Any:
-        return self.__sql("get_table_names", query, *args, **kwargs)
+        return self._sql("get_table_names", query, *args, **kwargs)
 
     def extract_statements(self, query: str) -> Any:
-        return self.__conn.extract_statements(query)
+        return self._invoke(self, "extract_statements", query)
 
     def table_function(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        self.__guard.check_function_name(name)
-        return self.__wrap(self.__conn.table_function(name, *args, **kwargs))
+        self._guard.check_function_name(name)
+        return self._invoke(self, "table_function", name, *args, **kwargs)
 
     def cursor(self) -> GuardedConnection:
-        return GuardedConnection(self.__conn.cursor(), self.__guard)
+        return self._invoke(self, "cursor")
 
     def duplicate(self) -> GuardedConnection:
-        return GuardedConnection(self.__conn.duplicate(), self.__guard)
+        return self._invoke(self, "duplicate")
 
     def checkpoint(self) -> GuardedConnection:
-        if self.__guard.fork_mode:
+        if self._guard.fork_mode:
             raise AncestorMaintenanceError(
                 "checkpoint() in a fork checkpoints the ancestors too; run "
-                f"CHECKPOINT {self.__guard.alias} instead"
+                f"CHECKPOINT {self._guard.alias} instead"
             )
-        self.__conn.checkpoint()
-        return self
+        return self._invoke(self, "checkpoint")
 
     def load_extension(self, *args: Any, **kwargs: Any) -> None:
         raise ExtensionStatementError("extensions are loaded by the project, not by user code")
@@ -143,14 +154,13 @@ class GuardedConnection:
     install_extension = load_extension
 
     def __getattr__(self, name: str) -> Any:
-        if name in _PASS_THROUGH:
-            attribute = getattr(self.__conn, name)
-            if not callable(attribute):
-                return self.__wrap(attribute)
-            return lambda *args, **kwargs: self.__wrap(attribute(*args, **kwargs))
-        raise GuardedMethodError(
-            f"{name!r} is not available on a guarded DuckDB connection (not reviewed for SQL)"
-        )
+        if name not in _PASS_THROUGH:
+            raise GuardedMethodError(
+                f"{name!r} is not available on a guarded DuckDB connection (not reviewed for SQL)"
+            )
+        if not self._invoke.is_method(name):
+            return self._invoke(self, name)
+        return functools.partial(self._invoke, self, name)
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise GuardedMethodError("a guarded DuckDB connection cannot be modified")
@@ -159,59 +169,47 @@ class GuardedConnection:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.__conn.close()
+        self._invoke(self, "close")
 
     def __repr__(self) -> str:
-        return f"GuardedConnection(alias={self.__guard.alias!r}, fork={self.__guard.fork_mode})"
+        return f"GuardedConnection(alias={self._guard.alias!r}, fork={self._guard.fork_mode})"
 
 
 class GuardedRelation:
     """A `DuckDBPyRelation` whose string arguments are checked; `query(name, sql)` fully."""
 
-    __slots__ = ("__rel", "__guard")
+    __slots__ = ("_invoke", "_guard")
 
     def __init__(self, rel: duckdb.DuckDBPyRelation, guard: SqlGuard) -> None:
-        object.__setattr__(self, "_GuardedRelation__rel", rel)
-        object.__setattr__(self, "_GuardedRelation__guard", guard)
-
-    def __wrap(self, result: Any) -> Any:
-        if isinstance(result, duckdb.DuckDBPyRelation):
-            return GuardedRelation(result, self.__guard)
-        if isinstance(result, duckdb.DuckDBPyConnection):
-            return GuardedConnection(result, self.__guard)
-        return result
+        object.__setattr__(self, "_invoke", _invoker(rel, guard))
+        object.__setattr__(self, "_guard", guard)
 
     def query(self, virtual_table_name: str, sql_query: str) -> Any:
-        self.__guard.check(sql_query)
-        return self.__wrap(self.__rel.query(virtual_table_name, sql_query))
+        self._guard.check(sql_query)
+        return self._invoke(self, "query", virtual_table_name, sql_query)
 
-    def __check_args(self, args: tuple, kwargs: dict) -> None:
+    def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
         for value in [*args, *kwargs.values()]:
             for item in value if isinstance(value, list | tuple) else [value]:
                 if isinstance(item, str):
-                    self.__guard.check_fragment(item)
+                    self._guard.check_fragment(item)
+        return self._invoke(self, name, *args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
             raise GuardedMethodError(f"{name!r} is not available on a guarded relation")
-        attribute = getattr(self.__rel, name)
-        if not callable(attribute):
-            return self.__wrap(attribute)
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            self.__check_args(args, kwargs)
-            return self.__wrap(attribute(*args, **kwargs))
-
-        return call
+        if not self._invoke.is_method(name):
+            return self._invoke(self, name)
+        return functools.partial(self._call, name)
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise GuardedMethodError("a guarded relation cannot be modified")
 
     def __len__(self) -> int:
-        return len(self.__rel)
+        return self._invoke(self, "__len__")
 
     def __repr__(self) -> str:
-        return repr(self.__rel)
+        return self._invoke(self, "__repr__")
 
     def __str__(self) -> str:
-        return str(self.__rel)
+        return self._invoke(self, "__str__")
