@@ -1,4 +1,10 @@
-"""Native compile: the synthetic dbt project compiled sealed by real dbt, and every refusal."""
+"""Native compile: the synthetic dbt project compiled sealed by real dbt, and every refusal.
+
+The real project is compiled once per session (`real_compile` in conftest.py). The checks that run
+after dbt (`_require_closure`, `_require_no_drift`) are proven on that real dbt output, replayed
+with one thing changed: a manifest naming a file outside the verified inputs, dbt having read other
+bytes, a properties file from elsewhere, a source file changing while dbt runs.
+"""
 
 from __future__ import annotations
 
@@ -10,24 +16,10 @@ import pytest
 from dpone_dagster.release.errors import MembershipError, NativeCompileError, SourceClosureError
 from dpone_dagster.release.native import compile_native, discover_projects
 from dpone_dagster.release.source import open_source
+from tests.release.real_pipeline import SYNTHETIC_PROJECT, replay_compile
 
-REPO = Path(__file__).resolve().parents[2]
-SYNTHETIC = REPO / "dbt_project_synthetic"
-_compiled: dict[str, object] = {}
-
-
-def compiled(tree):
-    """Compile once per source snapshot digest within this module (dbt is slow)."""
-    key = tree.snapshot.digest
-    if key not in _compiled:
-        _compiled[key] = compile_native(tree)
-    return _compiled[key]
-
-
-@pytest.fixture(scope="module")
-def synthetic_tree(tmp_path_factory):
-    with open_source(SYNTHETIC, work_dir=tmp_path_factory.mktemp("src")) as tree:
-        yield tree
+PROJECT = "dbt_project_synthetic"
+FCT_ORDERS = f"model.{PROJECT}.fct_orders"
 
 
 def tiny_project(root: Path, models: dict[str, str], extra: dict[str, str] | None = None) -> Path:
@@ -41,11 +33,11 @@ def tiny_project(root: Path, models: dict[str, str], extra: dict[str, str] | Non
     return root
 
 
-def test_the_synthetic_project_compiles_to_its_models(synthetic_tree):
-    compilation = compiled(synthetic_tree)
+def test_the_synthetic_project_compiles_to_its_models(real_compile):
+    compilation = real_compile.native
     [project] = compilation.projects
     assert (project.name, project.path) == ("dbt_project_synthetic", ".")
-    assert compilation.source_snapshot_digest == synthetic_tree.snapshot.digest
+    assert compilation.source_snapshot_digest == real_compile.tree.snapshot.digest
     assert len(compilation.membership) == 10 and all(uid.startswith("model.dbt_project_synthetic.") for uid in compilation.membership)
     assert project.logical_writes["marts.fct_orders"] == "model.dbt_project_synthetic.fct_orders"
     assert {node.materialized for node in project.nodes} >= {"table", "incremental"}
@@ -53,15 +45,6 @@ def test_the_synthetic_project_compiles_to_its_models(synthetic_tree):
     assert {"dbt_project.yml", "macros/synthetic_generator.sql", "models/marts/_marts.yml"} <= closure
     assert "profiles.yml" not in closure and not any(path.startswith("flows/") for path in closure)
     assert compilation.profile_digest.startswith("sha256:")
-
-
-def test_the_compile_is_independent_of_where_the_source_was_extracted(synthetic_tree, tmp_path):
-    with open_source(SYNTHETIC, work_dir=tmp_path) as elsewhere:
-        assert elsewhere.root != synthetic_tree.root
-        again = compile_native(elsewhere)
-    first = compiled(synthetic_tree)
-    assert [p.selection_fingerprint for p in again.projects] == [p.selection_fingerprint for p in first.projects]
-    assert again.projects[0].selection_document == first.projects[0].selection_document
 
 
 def test_discovery_skips_packages_build_output_and_hidden_folders(tmp_path):
@@ -130,3 +113,74 @@ def test_a_release_selector_that_drops_an_upstream_model_is_incomplete(tmp_path)
         compile_native(tree, work_dir=tmp_path)
     assert raised.value.code == "release.membership_mismatch"
     assert "model.tiny.a" in raised.value.message
+
+
+# ---------------------------------------------------------------------------------------------
+# After dbt: closure and drift, on the real project's dbt output
+
+
+@pytest.fixture
+def private_tree(tmp_path):
+    """A private verified copy of the real project (tests may change its files)."""
+    with open_source(SYNTHETIC_PROJECT, work_dir=tmp_path) as tree:
+        yield tree
+
+
+def refused_closure(action) -> SourceClosureError:
+    with pytest.raises(SourceClosureError) as raised:
+        action()
+    assert raised.value.code == "release.source_closure_mismatch"
+    return raised.value
+
+
+def test_a_manifest_node_from_a_file_outside_the_verified_inputs_is_refused(real_compile, private_tree):
+    def ghost(manifest, selected):
+        node = dict(manifest["nodes"][FCT_ORDERS])
+        node.update(unique_id=f"model.{PROJECT}.ghost", name="ghost", original_file_path="models/ghost.sql", path="ghost.sql")
+        manifest["nodes"][node["unique_id"]] = node
+
+    error = refused_closure(lambda: replay_compile(private_tree, real_compile.dbt_output, edit=ghost))
+    assert "'models/ghost.sql', which is not a verified input" in error.message
+
+
+def test_a_macro_from_a_file_outside_the_verified_inputs_is_refused(real_compile, private_tree):
+    def foreign_macro(manifest, selected):
+        name = next(key for key, macro in manifest["macros"].items() if macro["package_name"] == PROJECT)
+        manifest["macros"][name] = {**manifest["macros"][name], "original_file_path": "../elsewhere/macros/x.sql"}
+
+    refused_closure(lambda: replay_compile(private_tree, real_compile.dbt_output, edit=foreign_macro))
+
+
+def test_dbt_having_read_other_bytes_than_were_verified_is_refused(real_compile, private_tree):
+    def other_bytes(manifest, selected):
+        manifest["nodes"][FCT_ORDERS]["checksum"] = {"name": "sha256", "checksum": "0" * 64}
+
+    error = refused_closure(lambda: replay_compile(private_tree, real_compile.dbt_output, edit=other_bytes))
+    assert "dbt read different bytes" in error.message
+
+
+def test_properties_read_from_outside_the_verified_inputs_are_refused(real_compile, private_tree):
+    def foreign_patch(manifest, selected):
+        manifest["nodes"][FCT_ORDERS]["patch_path"] = f"{PROJECT}://models/marts/_elsewhere.yml"
+
+    error = refused_closure(lambda: replay_compile(private_tree, real_compile.dbt_output, edit=foreign_patch))
+    assert "read properties outside its verified inputs" in error.message
+
+
+@pytest.mark.parametrize("change", ["rewritten", "removed"])
+def test_a_source_file_changing_while_dbt_runs_is_refused(real_compile, private_tree, change):
+    model = private_tree.root / "models" / "marts" / "fct_orders.sql"
+
+    def drift():
+        if change == "rewritten":
+            model.write_text(model.read_text() + "\n-- changed during the compile\n")
+        else:
+            model.unlink()
+
+    error = refused_closure(lambda: replay_compile(private_tree, real_compile.dbt_output, during=drift))
+    assert "changed while the project was compiled" in error.message
+
+
+def test_the_unchanged_replay_on_a_private_copy_passes(real_compile, private_tree):
+    """The refusals above are caused by their one change, not by the replay or the copy."""
+    assert replay_compile(private_tree, real_compile.dbt_output).projects == real_compile.native.projects

@@ -28,9 +28,9 @@ IDENTITY = SourceIdentity(SYNTHETIC_REPOSITORY, SYNTHETIC_COMMIT)
 
 
 @pytest.fixture(scope="module")
-def source(tmp_path_factory):
-    with open_source(SYNTHETIC, work_dir=tmp_path_factory.mktemp("source")) as tree:
-        yield tree, compile_native(tree)
+def source(real_compile):
+    """The session's one real compile of the synthetic project (tests/release/conftest.py); read-only."""
+    return real_compile.tree, real_compile.native
 
 
 @pytest.fixture(params=["local", "s3"])
