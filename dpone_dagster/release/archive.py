@@ -58,6 +58,8 @@ class SourceError(CodedError):
         "source.header_chain": "A tar member is preceded by more than one extended header of one kind (chained pax or GNU long-name headers).",
         "source.global_header": "A tar holds more than one pax global header, or one that sets anything but a comment or times.",
         "source.stream_too_large": "The decompressed tar stream is larger than the source byte limit allows.",
+        "source.commit_unbound": "The source cannot be bound to the configured commit: a checkout outside git, or an archive that records no commit.",
+        "source.commit_mismatch": "The checkout's HEAD, or the commit an archive records, is not the configured source commit.",
         "source.header_too_large": "A tar extended header (pax or GNU long name) is larger than allowed.",
         "source.overlapping_entries": "Zip entries share or overlap their bytes (a zip bomb construction).",
         "source.too_many_members": "The source holds more members than the limit allows.",

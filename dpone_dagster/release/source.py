@@ -9,7 +9,12 @@ caps on the bytes actually read, all before anything is written; extraction then
 with `O_EXCL | O_NOFOLLOW` below directory descriptors, hashes it again, and must reproduce the
 pre-scan exactly. For tar, Python's `data` filter runs as a second layer after these checks.
 
-`build_source_archive(checkout, destination)` writes a deterministic tar.gz of a checkout (sorted
+`open_source` refuses a source path that is not a regular file or a directory (a FIFO would block
+the open) before opening it. An archive's own record of its commit (`git archive`'s pax global or
+zip comment) is kept as `SourceTree.declared_commit` for `source_binding.bind_source_commit`.
+
+`build_source_archive(checkout, destination)` (module `source_builder`, also reachable here) writes a
+deterministic tar.gz of a checkout (sorted
 members, mtime 0, uid/gid 0, no owner names, fixed modes, gzip mtime 0), so identical checkouts give
 identical bytes (with the same zlib) and the archive's snapshot equals the checkout's.
 
@@ -21,12 +26,10 @@ re-verifies each file against the snapshot, never by opening paths under `root` 
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import os
 import shutil
 import stat
-import tarfile
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -37,7 +40,6 @@ from typing import Protocol, runtime_checkable
 
 from dpone_dagster.contracts.identity import digest
 from dpone_dagster.release.archive import (
-    CHUNK_BYTES,
     CheckoutFormat,
     NameRegistry,
     SourceError,
@@ -355,74 +357,10 @@ def _open_confined(root: Path, path: str) -> int:
         os.close(current)
 
 
-# ---------------------------------------------------------------------------------------------
-# Deterministic archive builder
+def __getattr__(name: str) -> object:
+    """`build_source_archive` and `BuiltArchive` live in `source_builder` (which imports this module)."""
+    if name in ("build_source_archive", "BuiltArchive"):
+        from dpone_dagster.release import source_builder
 
-
-@dataclass(frozen=True)
-class BuiltArchive:
-    sha256: str
-    size: int
-    snapshot: SourceSnapshot
-
-
-def build_source_archive(
-    checkout: str | os.PathLike[str],
-    destination: str | os.PathLike[str],
-    *,
-    limits: SourceLimits = SourceLimits(),
-    exclude: frozenset[str] = DEFAULT_CHECKOUT_EXCLUDES,
-) -> BuiltArchive:
-    """Write a deterministic tar.gz of `checkout` to `destination` (atomically) and describe it."""
-    checkout_format = CheckoutFormat(Path(checkout), exclude)
-    snapshot = SourceSnapshot(_read_members(checkout_format, limits, _NullSink()))
-    target = Path(destination)
-    staging = tempfile.NamedTemporaryFile(dir=target.parent, prefix=".dpone-archive-", delete=False)  # noqa: SIM115
-    try:
-        with staging:
-            with gzip.GzipFile(filename="", mode="wb", fileobj=staging, mtime=0, compresslevel=6) as compressed:
-                with tarfile.open(fileobj=compressed, mode="w|", format=tarfile.PAX_FORMAT, bufsize=CHUNK_BYTES) as archive:
-                    for item in snapshot.files:
-                        _add_checkout_file(archive, checkout_format, item)
-        os.chmod(staging.name, 0o644)
-        os.replace(staging.name, target)
-    except BaseException:
-        Path(staging.name).unlink(missing_ok=True)
-        raise
-    hasher = hashlib.sha256()
-    with open(target, "rb") as written:
-        for chunk in read_chunks(written):
-            hasher.update(chunk)
-    return BuiltArchive(hasher.hexdigest(), target.stat().st_size, snapshot)
-
-
-def _add_checkout_file(archive: tarfile.TarFile, checkout_format: CheckoutFormat, item: SourceFile) -> None:
-    info = tarfile.TarInfo(item.path)
-    info.size = item.size
-    info.mtime = 0
-    info.mode = 0o644
-    info.uid = info.gid = 0
-    info.uname = info.gname = ""
-    info.type = tarfile.REGTYPE
-    with checkout_format.open_file(item.path) as reader:
-        hashing = _HashingReader(reader)
-        try:
-            archive.addfile(info, hashing)
-        except OSError:
-            raise fail("source.changed_during_read", f"{shown(item.path)} shrank while the archive was built") from None
-        if reader.read(1) or hashing.hexdigest() != item.sha256:
-            raise fail("source.changed_during_read", f"{shown(item.path)} changed while the archive was built")
-
-
-class _HashingReader:
-    def __init__(self, inner) -> None:
-        self._inner = inner
-        self._hasher = hashlib.sha256()
-
-    def read(self, size: int = -1) -> bytes:
-        data = self._inner.read(size)
-        self._hasher.update(data)
-        return data
-
-    def hexdigest(self) -> str:
-        return self._hasher.hexdigest()
+        return getattr(source_builder, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,86 @@
+"""Binding the read source to the configured commit: a checkout's HEAD, an archive's own record."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from dpone_dagster.release.archive import SourceError
+from dpone_dagster.release.source import build_source_archive, open_source
+from dpone_dagster.release.source_binding import bind_source_commit, checkout_head
+
+OTHER = "0" * 40
+
+
+def git_checkout(root: Path) -> str:
+    root.mkdir()
+    (root / "models").mkdir()
+    (root / "models" / "a.sql").write_text("select 1\n")
+    run = lambda *args: subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, text=True)  # noqa: E731
+    run("init", "-q")
+    run("add", "-A")
+    run("-c", "user.email=dev@example.invalid", "-c", "user.name=dev", "commit", "-qm", "synthetic")
+    return run("rev-parse", "HEAD").stdout.strip()
+
+
+def refused(location: Path, commit: str, code: str, tmp_path: Path) -> None:
+    with open_source(location, work_dir=tmp_path) as tree, pytest.raises(SourceError) as caught:
+        bind_source_commit(location, tree, commit)
+    assert caught.value.code == code
+
+
+def test_checkout_head_must_equal_the_configured_commit(tmp_path: Path) -> None:
+    head = git_checkout(tmp_path / "repo")
+    assert checkout_head(tmp_path / "repo") == head
+    with open_source(tmp_path / "repo", work_dir=tmp_path) as tree:
+        bind_source_commit(tmp_path / "repo", tree, head)
+    refused(tmp_path / "repo", OTHER, "source.commit_mismatch", tmp_path)
+
+
+def test_a_directory_outside_git_cannot_be_bound(tmp_path: Path) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "a.sql").write_text("select 1\n")
+    assert checkout_head(plain) is None
+    refused(plain, OTHER, "source.commit_unbound", tmp_path)
+
+
+def test_git_archives_bind_by_the_commit_they_record(tmp_path: Path) -> None:
+    head = git_checkout(tmp_path / "repo")
+    for fmt in ("tar", "tar.gz", "zip"):
+        archive = tmp_path / f"source.{fmt}"
+        subprocess.run(["git", "-C", str(tmp_path / "repo"), "archive", f"--format={fmt}", "-o", str(archive), "HEAD"], check=True)
+        with open_source(archive, work_dir=tmp_path) as tree:
+            assert tree.declared_commit == head
+            bind_source_commit(archive, tree, head)
+        refused(archive, OTHER, "source.commit_mismatch", tmp_path)
+
+
+def test_built_archive_records_its_commit_and_an_unrecorded_archive_is_unbound(tmp_path: Path) -> None:
+    head = git_checkout(tmp_path / "repo")
+    recorded = build_source_archive(tmp_path / "repo", tmp_path / "recorded.tar.gz", commit=head)
+    bare = build_source_archive(tmp_path / "repo", tmp_path / "bare.tar.gz")
+    assert recorded.snapshot == bare.snapshot
+    with open_source(tmp_path / "recorded.tar.gz", work_dir=tmp_path) as tree:
+        bind_source_commit(tmp_path / "recorded.tar.gz", tree, head)
+    refused(tmp_path / "bare.tar.gz", head, "source.commit_unbound", tmp_path)
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as out:
+        out.writestr("a.sql", b"select 1\n")
+    (tmp_path / "bare.zip").write_bytes(buffer.getvalue())
+    refused(tmp_path / "bare.zip", head, "source.commit_unbound", tmp_path)
+
+
+def test_a_commit_like_comment_that_is_not_40_hex_is_not_a_record(tmp_path: Path) -> None:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT, pax_headers={"comment": "see HEAD"}) as out:
+        info = tarfile.TarInfo("a.sql")
+        info.size = 1
+        out.addfile(info, io.BytesIO(b"x"))
+    (tmp_path / "s.tar").write_bytes(buffer.getvalue())
+    refused(tmp_path / "s.tar", OTHER, "source.commit_unbound", tmp_path)
