@@ -12,6 +12,10 @@ The demo and the Dagster assets call one method per stage, in this order:
     pipeline.install(bundle.release_id, authority=..., materialization=..., activation=...)  # Installed
     pipeline.admit(bundle.release_id, task)                       # Denied, always, before any credential
 
+When the source was an archive, the Composed state records its SHA-256 (`source_archive_sha256`);
+the release documents name the source by its snapshot digest, which is the same for a checkout and
+any archive of it.
+
 Receipts are issued by the platform adapter (`ReceiptIssuer`) outside this service and passed in:
 nothing here turns release metadata into authority. Every stage records its outcome in the release
 state machine when one is injected.
@@ -127,7 +131,9 @@ class ReleasePipeline:
     ) -> ReleaseBundle:
         bundle = compose_release(authority=authority, source=source, native=native, ordinary=ordinary, stage_dir=self.work_dir)
         self._advance(bundle.release_id, ReleaseState.CHECKED, native=len(bundle.native_membership), ordinary=len(bundle.ordinary_membership))
-        self._advance(bundle.release_id, ReleaseState.COMPOSED, source_bytes=bundle.source_bytes)
+        archive_sha256 = getattr(source, "archive_sha256", None)
+        recorded = {"source_archive_sha256": archive_sha256} if archive_sha256 else {}
+        self._advance(bundle.release_id, ReleaseState.COMPOSED, source_bytes=bundle.source_bytes, **recorded)
         return bundle
 
     def projection(self, bundle: ReleaseBundle, authority: DevelopmentAuthorityReceipt) -> DeploymentProjection:

@@ -84,3 +84,19 @@ def test_a_commit_like_comment_that_is_not_40_hex_is_not_a_record(tmp_path: Path
         out.addfile(info, io.BytesIO(b"x"))
     (tmp_path / "s.tar").write_bytes(buffer.getvalue())
     refused(tmp_path / "s.tar", OTHER, "source.commit_unbound", tmp_path)
+
+
+def test_compose_records_the_archive_sha256_in_the_release_state(monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from dpone_dagster.release import pipeline as pipeline_module
+
+    bundle = SimpleNamespace(release_id="sha256:" + "ab" * 32, native_membership=(), ordinary_membership=("w",), source_bytes=7)
+    monkeypatch.setattr(pipeline_module, "compose_release", lambda **_: bundle)
+    recorded: list[tuple] = []
+    states = SimpleNamespace(advance=lambda release_id, state, **detail: recorded.append((state.value, detail)))
+    service = pipeline_module.ReleasePipeline(None, "", None, None, None, None, states=states)  # type: ignore[arg-type]
+    for sha, expected in (("cd" * 32, {"source_bytes": 7, "source_archive_sha256": "cd" * 32}), (None, {"source_bytes": 7})):
+        recorded.clear()
+        service.compose(authority=None, source=SimpleNamespace(archive_sha256=sha), native=None, ordinary=None)  # type: ignore[arg-type]
+        assert recorded[-1] == ("Composed", expected)
