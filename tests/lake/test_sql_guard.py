@@ -301,3 +301,22 @@ def test_fuzz_never_lets_a_forbidden_statement_through_nor_refuses_harmless_sql(
             FORK.check(sql)
     else:
         FORK.check(sql)
+
+
+def test_tokens_are_cut_exactly_and_comments_never_hide_a_token():
+    from dpone_dagster.lake.sql_lexer import tokens
+
+    sql = "SELECT/*c /* nested */ */$x$a;b$x$ -- q;\n,E'\\'' , \"a\"\"b\" ;"
+    assert [t.text for t in tokens(sql)] == ["SELECT", "$x$a;b$x$", ",", "E'\\''", ",", '"a""b"', ";"]
+
+
+def test_a_lexer_that_gives_up_is_refused_not_trusted(monkeypatch):
+    """duckdb.tokenize returns one token for the rest of the text when its lexer fails; the
+    text after that token's end is then not a comment, and the SQL is refused."""
+    from dpone_dagster.lake import sql_lexer
+
+    kind = duckdb.tokenize("SELECT")[0][1]
+    monkeypatch.setattr(sql_lexer.duckdb, "tokenize", lambda sql: [(0, kind)])
+    with pytest.raises(SqlGuardError) as caught:
+        sql_lexer.tokens("SELECT 1; DETACH lake_main")
+    assert caught.value.code == "lake.sql_unparsable"
