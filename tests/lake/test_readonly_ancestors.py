@@ -217,9 +217,13 @@ def test_fork_cannot_write_parent_catalog_or_objects(ro_lake, postgres_server, p
     assert before[0]["ducklake_files_scheduled_for_deletion"], "nothing scheduled: cleanup would prove nothing"
 
     resolved = resolve(FORK, "main", config=ro_lake.config)
-    rendered = " ".join(resolved.statements())
-    assert "T_OWNER_" not in rendered and "user=postgres password" not in rendered
     roles = fork_roles(_base_location(ro_lake), resolved.namespace)
+    # the plan never names the owner's credentials: target as the writer, ancestors as the reader
+    named = " ".join(resolved.statements(redact=False, credentials=lambda env: f"<env {env}>"))
+    assert "<env T_OWNER_" not in named and "<env T_READER_KEY>" in named and "<env T_FORKWRITER_KEY>" in named
+    assert f"user={roles.writer} password=" in resolved.target.render()
+    ancestor_attaches = [s.render() for a in resolved.ancestors for s in a.statements if "ATTACH" in s.render()]
+    assert ancestor_attaches and all(f"user={roles.reader} password=" in a for a in ancestor_attaches)
     base = ro_lake.config.lake().catalog.removeprefix("postgres:")
     outcomes: dict[str, dict[str, str]] = {}
     with attached(ro_lake, FORK) as conn:
