@@ -12,6 +12,12 @@ Both commands re-verify every byte (`open_bundle`) and write nothing. There is d
 command that publishes, installs, activates or admits: those run only through the Dagster assets
 with the platform-adapter resources, and nothing read here (embedded grant digests, deployment
 records) is ever treated as authority.
+
+`dpone release recover|repair-audit|rollback|gc [--dry-run] [--json]` are the operator operations
+(`dpone_dagster.release.operations`) over the configured release platform's resources, exactly what
+the `release_*_job` jobs run: authority comes from the authority location and the protected target,
+never from a flag or a file named on the command line. Each prints what it did (`action`), the
+receipt it ran under, and exits 1 with `refused: [code] message` on a typed refusal.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from types import SimpleNamespace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -134,3 +141,69 @@ def verify(path: str) -> None:
     """Re-verify every byte of a published or installed release; exit 1 with the error code if any differs."""
     inspected = _open_or_exit(path)
     typer.echo(f"verified {inspected.kind} release {inspected.bundle.release_id} ({len(inspected.bundle.members)} members)")
+
+
+# -- operator operations ------------------------------------------------------------------------
+
+
+def _operations():
+    """The operations service over the configured platform's release resources (as the jobs use)."""
+    from dpone_dagster.defs.release import resources
+    from dpone_dagster.defs.release.operations import release_operations
+    from dpone_dagster.defs.release.settings import release_settings
+
+    settings = release_settings(load_config())
+    return release_operations(
+        SimpleNamespace(
+            authority_platform=resources.AuthorityPlatform(settings),
+            target_admission=resources.TargetAdmissionResource(settings),
+            release_registry=resources.ReleaseRegistryResource(settings),
+            release_cache=resources.ReleaseCacheResource(settings),
+            release_source=resources.ReleaseSourceResource(settings),
+        )
+    )
+
+
+def _operate(method: str, *, dry_run: bool, as_json: bool) -> None:
+    try:
+        outcome = getattr(_operations(), method)(dry_run=dry_run)
+    except DponeError as error:
+        if as_json:
+            typer.echo(json.dumps({"refused": error.code, "message": error.message}, sort_keys=True))
+        else:
+            typer.echo(f"refused: [{error.code}] {error.message}", err=True)
+        raise typer.Exit(code=1) from None
+    data = outcome.as_dict()
+    if as_json:
+        typer.echo(json.dumps(data, indent=2, sort_keys=True))
+        return
+    for key, value in data.items():
+        typer.echo(f"{key:24} {json.dumps(value) if isinstance(value, (dict, list)) else value}")
+
+
+JSON = typer.Option(False, "--json", help="Print one JSON object.")
+DRY_RUN = typer.Option(False, "--dry-run", help="Check and plan only; verify no grant and write nothing.")
+
+
+@app.command("recover")
+def recover(dry_run: bool = DRY_RUN, as_json: bool = JSON) -> None:
+    """Complete an activation that stopped after preparation (`pointer_recovery` receipt)."""
+    _operate("recover", dry_run=dry_run, as_json=as_json)
+
+
+@app.command("repair-audit")
+def repair_audit(dry_run: bool = DRY_RUN, as_json: bool = JSON) -> None:
+    """Append the audit entry the active deployment lacks (`audit_repair` receipt)."""
+    _operate("repair_audit", dry_run=dry_run, as_json=as_json)
+
+
+@app.command("rollback")
+def rollback(dry_run: bool = DRY_RUN, as_json: bool = JSON) -> None:
+    """Make the previous immutable deployment active again (`rollback` receipt)."""
+    _operate("rollback", dry_run=dry_run, as_json=as_json)
+
+
+@app.command("gc")
+def gc(dry_run: bool = DRY_RUN, as_json: bool = JSON) -> None:
+    """Remove unreferenced registry blobs and abandoned staging (cleanup receipt; never during a publication)."""
+    _operate("gc", dry_run=dry_run, as_json=as_json)

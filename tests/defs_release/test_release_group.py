@@ -45,11 +45,13 @@ def test_every_stage_materializes_and_all_checks_pass(released):
     assert found["native_workspace"]["native_workloads"] == 10
     assert found["ordinary_flows"]["ordinary_workloads"] == 3
     assert found["development_release"]["delivery_status"] == "delivered_dormant"
-    assert [found[k]["state"] for k in ("development_release", "published_release", "installed_release")] == [
-        "Composed",
-        "Published",
-        "Installed",
+    assert [found[k]["action"] for k in ("development_release", "published_release", "installed_release")] == [
+        "composed",
+        "published",
+        "activated",
     ]
+    assert found["development_grant"]["expired"] is False and found["development_grant"]["hours_until_expiry"] > 0
+    assert found["development_grant"]["synthetic_renewal"] == "none"
     assert found["published_release"]["already_published"] is False
     assert found["published_release"]["bytes_written"] > 0
     assert found["installed_release"]["activated"] is True
@@ -91,6 +93,7 @@ def test_identical_retry_of_publish_and_install_writes_nothing(released):
     assert found["published_release"]["already_published"] is True
     assert found["published_release"]["bytes_written"] == 0
     assert found["installed_release"]["activated"] is False
+    assert (found["published_release"]["action"], found["installed_release"]["action"]) == ("already_published", "already_active")
     assert found["installed_release"]["release_id"] == materializations(released.run)["installed_release"]["release_id"]
 
 

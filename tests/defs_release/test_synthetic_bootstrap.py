@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from datetime import timedelta
 from pathlib import Path
 
@@ -12,7 +14,11 @@ from dpone_dagster.clock import SystemClock
 from dpone_dagster.contracts.base import parse_document
 from dpone_dagster.contracts.grant import DevelopmentGrant
 from dpone_dagster.defs.release.platform import GRANT_KEY, ProtectedTargetDocument
-from dpone_dagster.defs.release.synthetic_bootstrap import GRANT_VALIDITY, ensure_synthetic_authority
+from dpone_dagster.defs.release.synthetic_bootstrap import (
+    GRANT_VALIDITY,
+    ensure_synthetic_authority,
+    renew_expired_synthetic_grant,
+)
 from dpone_dagster.errors import ConfigError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -34,14 +40,21 @@ def test_first_use_creates_a_synthetic_authority_and_later_uses_keep_it(fresh, e
     assert _grant(setup) == first
 
 
-def test_an_expired_synthetic_grant_is_signed_again_with_the_next_sequence(fresh, env_of):
+def test_an_expired_synthetic_grant_is_renewed_only_as_a_visible_logged_step(fresh, env_of, caplog):
     setup = env_of(fresh)
     now = SystemClock().now()
     ensure_synthetic_authority(setup.settings, FixedClock(now))
+    first = _grant(setup)
+    assert renew_expired_synthetic_grant(setup.settings, FixedClock(now + timedelta(hours=1))) is None
     later = now + GRANT_VALIDITY + timedelta(hours=1)
-    assert ensure_synthetic_authority(setup.settings, FixedClock(later)) is True
+    assert ensure_synthetic_authority(setup.settings, FixedClock(later)) is False  # never renews silently
+    assert _grant(setup) == first
+    with caplog.at_level(logging.WARNING):
+        renewal = renew_expired_synthetic_grant(setup.settings, FixedClock(later))
     renewed = _grant(setup)
-    assert renewed.sequence == 2
+    assert renewed.sequence == 2 and (renewal.previous_sequence, renewal.sequence) == (1, 2)
+    assert (renewal.previous_expires_at, renewal.expires_at) == (first.expires_at, renewed.expires_at)
+    assert renewal.line() in caplog.text
     assert renewed.expires_at > _grant(setup).not_before
 
 

@@ -5,7 +5,10 @@ development_policy → development_grant → (native_workspace, ordinary_flows) 
 
 Each asset is one call into the release pipeline service (`dpone_dagster.release.pipeline`) with the
 run's resources; metadata reports what a user wants to see (identities, digests, counts, bytes,
-receipt ids, state-machine state). A refusal fails the step with `[stable.code] message`.
+receipt ids). `action` is what *this run* did (`composed`; `published` / `already_published`;
+`activated` / `already_active`); the release's latest state across all runs is shown separately
+and labelled as such. The grant stage shows the grant's expiry and, in the embedded default, the
+renewal of an expired synthetic grant as its own logged step. A refusal fails the step with `[stable.code] message`.
 
 What a reader could get wrong: no stage trusts authority handed down by an earlier stage. Every
 stage that needs authority (compose, publish, install) re-verifies the original grant bytes from
@@ -22,6 +25,7 @@ from dagster import AssetExecutionContext
 
 from dpone_dagster.authority.verification import ReconstructedSource
 from dpone_dagster.contracts.base import parse_document
+from dpone_dagster.contracts.bounds import parse_timestamp
 from dpone_dagster.contracts.coded import CodedError
 from dpone_dagster.contracts.flows import OrdinaryCapture
 from dpone_dagster.contracts.grant import DevelopmentGrant
@@ -86,8 +90,11 @@ def development_policy(context: AssetExecutionContext) -> bytes:
 def development_grant(context: AssetExecutionContext) -> tuple[bytes, bytes]:
     authority = context.resources.authority_platform
     with refusals_as_failures():
+        renewal = authority.renew_expired_grant()
         documents = authority.documents()
         signatures = authority.signatures(documents.signatures)
+    if renewal is not None:
+        context.log.warning(renewal.line())
     metadata: dict[str, dg.RawMetadataValue] = {
         "grant_digest": _digest_or_note(DevelopmentGrant.KIND, documents.grant),
         "grant_bytes": len(documents.grant),
@@ -103,12 +110,19 @@ def development_grant(context: AssetExecutionContext) -> tuple[bytes, bytes]:
                 "source_commit": grant.source_commit,
                 "not_before": grant.not_before,
                 "expires_at": grant.expires_at,
+                "expired": authority.clock.now() >= parse_timestamp(grant.expires_at),
+                "hours_until_expiry": round((parse_timestamp(grant.expires_at) - authority.clock.now()).total_seconds() / 3600, 1),
                 "revocation_epoch": grant.revocation_epoch,
                 "native_workloads": len(grant.native_membership),
                 "ordinary_workloads": len(grant.ordinary_membership),
                 "execution_subjects (metadata only)": len(grant.execution_subjects),
             }
         )
+    metadata["synthetic_renewal"] = (
+        f"renewed: sequence {renewal.previous_sequence} expired at {renewal.previous_expires_at}"
+        if renewal is not None
+        else "none"
+    )
     context.add_output_metadata(metadata)
     return documents.grant, documents.signatures
 
@@ -199,7 +213,8 @@ def development_release(
             "grant_digest": bundle.parent.grant_digest,
             "integrity_subject": bundle.parent.integrity_subject,
             "delivery_status": bundle.parent.delivery_status,
-            "state": release_state(pipeline, bundle.release_id),
+            "action": "composed",
+            "release_state (latest, any run)": release_state(pipeline, bundle.release_id),
         }
     )
     return StagedRelease(release_id=bundle.release_id, members=dict(bundle.members), source=source)
@@ -227,7 +242,8 @@ def published_release(context: AssetExecutionContext, development_release: Stage
             "objects_written": result.objects_written,
             "already_published": result.already_published,
             "publication_receipt": receipt.document_digest(),
-            "state": release_state(pipeline, result.release_id),
+            "action": "already_published" if result.already_published else "published",
+            "release_state (latest, any run)": release_state(pipeline, result.release_id),
         }
     )
     return development_release
@@ -264,7 +280,8 @@ def installed_release(context: AssetExecutionContext, published_release: StagedR
             "authority_expires_at": authority.expires_at,
             "materialization_receipt": materialization.document_digest(),
             "activation_receipt": activation.document_digest(),
-            "state": release_state(pipeline, result.release_id),
+            "action": "activated" if result.changed else "already_active",
+            "release_state (latest, any run)": release_state(pipeline, result.release_id),
         }
     )
     return result.release_id

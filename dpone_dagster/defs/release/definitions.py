@@ -13,6 +13,7 @@ from dpone_dagster.config import load_config
 from dpone_dagster.defs.release.assets import RELEASE_ASSETS
 from dpone_dagster.defs.release.checks import RELEASE_CHECKS
 from dpone_dagster.defs.release.jobs import release_job
+from dpone_dagster.defs.release.operations import OPERATION_JOBS
 from dpone_dagster.defs.release.resources import release_resources
 from dpone_dagster.defs.release.sensors import build_release_inputs_sensor, build_revocation_sensor
 from dpone_dagster.defs.release.settings import ReleaseSettings, release_settings
@@ -22,7 +23,7 @@ def build_definitions(settings: ReleaseSettings) -> dg.Definitions:
     return dg.Definitions(
         assets=list(RELEASE_ASSETS),
         asset_checks=list(RELEASE_CHECKS),
-        jobs=[release_job],
+        jobs=[release_job, *OPERATION_JOBS],
         sensors=[build_release_inputs_sensor(settings), build_revocation_sensor(settings)],
         resources=release_resources(settings),
     )

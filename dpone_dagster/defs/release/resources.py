@@ -37,7 +37,11 @@ from dpone_dagster.contracts.grant import GrantSignatures
 from dpone_dagster.control.store import open_store
 from dpone_dagster.defs.release.platform import AuthorityBytes, AuthorityDocuments, ProtectedTarget, object_store
 from dpone_dagster.defs.release.settings import ReleaseSettings
-from dpone_dagster.defs.release.synthetic_bootstrap import ensure_synthetic_authority
+from dpone_dagster.defs.release.synthetic_bootstrap import (
+    GrantRenewal,
+    ensure_synthetic_authority,
+    renew_expired_synthetic_grant,
+)
 from dpone_dagster.release.install import ReleaseCache
 from dpone_dagster.release.pipeline import ReleasePipeline, SourceIdentity
 from dpone_dagster.clock import Clock, SystemClock
@@ -70,6 +74,10 @@ class AuthorityPlatform:
     def prepare(self) -> bool:
         """Create the synthetic authority in the embedded default; a no-op for a configured platform."""
         return ensure_synthetic_authority(self.settings, self.clock) if self.settings.synthetic else False
+
+    def renew_expired_grant(self) -> GrantRenewal | None:
+        """Embedded default only: renew an expired synthetic grant (logged; the grant stage shows it)."""
+        return renew_expired_synthetic_grant(self.settings, self.clock) if self.settings.synthetic else None
 
     def pinned_policy_digest(self) -> str:
         return self.protected.read().policy_digest

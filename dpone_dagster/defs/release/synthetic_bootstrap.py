@@ -9,7 +9,10 @@ platform to pin a policy or sign a grant, so this module plays both parts with t
 - a grant for exactly the source's workloads (native nodes from the prepared dbt manifest, ordinary
   workloads from flow capture), valid from now for three days, threshold-signed.
 
-A grant is signed again (next sequence) only when none exists or the previous one has expired.
+`ensure_synthetic_authority` writes what is missing (first use) and never renews. An expired grant
+is renewed only by `renew_expired_synthetic_grant`, which the grant stage calls as its own visible
+step: it logs a WARNING line and returns a `GrantRenewal` the stage shows as metadata (previous
+sequence and expiry, new sequence and expiry). Until then an expired grant shows as expired.
 
 What a reader could get wrong: nothing here runs unless the settings say `synthetic`, and a
 configured platform never reaches this module. The synthetic grant is checked like any other: if
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -61,25 +65,66 @@ CLOCK_SKEW = timedelta(minutes=5)
 LOCK_TIMEOUT_SECONDS = 300
 
 
-def ensure_synthetic_authority(settings: ReleaseSettings, clock: Clock) -> bool:
-    """Create the synthetic policy, protected target and grant if missing or expired; True if written.
+@dataclass(frozen=True)
+class GrantRenewal:
+    """An expired synthetic grant replaced by the next sequence (what the grant stage shows)."""
 
-    Serialized across processes by a lock file, so two runs starting together never sign two
-    different grants with the same sequence.
+    previous_sequence: int
+    previous_expires_at: str
+    sequence: int
+    expires_at: str
+
+    def line(self) -> str:
+        return (
+            f"SYNTHETIC authority: grant sequence {self.previous_sequence} expired at {self.previous_expires_at}; "
+            f"renewed as sequence {self.sequence}, valid until {self.expires_at}"
+        )
+
+
+def ensure_synthetic_authority(settings: ReleaseSettings, clock: Clock) -> bool:
+    """Create the synthetic policy, protected target and first grant if missing; True if written.
+
+    Never renews an expired grant (see `renew_expired_synthetic_grant`). Serialized across processes
+    by a lock file, so two runs starting together never sign two grants with the same sequence.
     """
+    authority = _authority_dir(settings)
+    with FileLock(str(authority.parent / "synthetic-authority.lock"), timeout=LOCK_TIMEOUT_SECONDS):
+        return _ensure(settings, clock, authority)
+
+
+def renew_expired_synthetic_grant(settings: ReleaseSettings, clock: Clock) -> GrantRenewal | None:
+    """Sign the next synthetic grant if the current one has expired (or is within the clock skew).
+
+    None when the grant is still valid or none exists yet. Logged as a WARNING when it renews.
+    """
+    authority = _authority_dir(settings)
+    with FileLock(str(authority.parent / "synthetic-authority.lock"), timeout=LOCK_TIMEOUT_SECONDS):
+        previous = _current_grant(authority / GRANT_KEY)
+        now = clock.now()
+        if previous is None or parse_timestamp(previous.expires_at) > now + CLOCK_SKEW:
+            return None
+        grant = _sign(settings, authority, now, sequence=previous.sequence + 1)
+    renewal = GrantRenewal(previous.sequence, previous.expires_at, grant.sequence, grant.expires_at)
+    log.warning(renewal.line())
+    return renewal
+
+
+def _authority_dir(settings: ReleaseSettings) -> Path:
     if not settings.synthetic or settings.authority_is_s3:
         raise ConfigError(
             "the synthetic bootstrap only signs into the embedded default's local directory",
             code="config.synthetic_authority_misplaced",
         )
-    authority = ensure_private_dir(Path(settings.authority_location))
-    with FileLock(str(authority.parent / "synthetic-authority.lock"), timeout=LOCK_TIMEOUT_SECONDS):
-        return _ensure(settings, clock, authority)
+    return ensure_private_dir(Path(settings.authority_location))
+
+
+def _policy(settings: ReleaseSettings) -> DevelopmentPolicy:
+    signers = synthetic_signers(SIGNER_COUNT, prefix="embedded-default")
+    return synthetic_policy(signers, THRESHOLD, policy_id="synthetic-embedded-default", repository=settings.source_repository)
 
 
 def _ensure(settings: ReleaseSettings, clock: Clock, authority: Path) -> bool:
-    signers = synthetic_signers(SIGNER_COUNT, prefix="embedded-default")
-    policy = synthetic_policy(signers, THRESHOLD, policy_id="synthetic-embedded-default", repository=settings.source_repository)
+    policy = _policy(settings)
     wrote = _write_if_absent(authority / POLICY_KEY, policy.canonical_bytes())
     if not settings.protected_target_file.exists():
         ensure_private_dir(settings.protected_target_file.parent)
@@ -92,19 +137,24 @@ def _ensure(settings: ReleaseSettings, clock: Clock, authority: Path) -> bool:
         )
         settings.protected_target_file.write_bytes(target.canonical_bytes())
         wrote = True
-    previous = _current_grant(authority / GRANT_KEY)
-    now = clock.now()
-    if previous is not None and parse_timestamp(previous.expires_at) > now + CLOCK_SKEW:
+    if _current_grant(authority / GRANT_KEY) is not None:
         return wrote
+    grant = _sign(settings, authority, clock.now(), sequence=1)
+    log.warning("SYNTHETIC authority: signed grant sequence %s for the embedded default", grant.sequence)
+    return True
+
+
+def _sign(settings: ReleaseSettings, authority: Path, now: datetime, *, sequence: int) -> DevelopmentGrant:
+    signers = synthetic_signers(SIGNER_COUNT, prefix="embedded-default")
+    policy = _policy(settings)
     target = parse_document(ProtectedTargetDocument, settings.protected_target_file.read_bytes())
-    grant = _grant(settings, policy, target, now, sequence=(previous.sequence + 1) if previous else 1)
+    grant = _grant(settings, policy, target, now, sequence=sequence)
     grant_bytes = grant.canonical_bytes()
     signatures = sign_grant(grant_bytes, signers[:THRESHOLD])
     (authority / SIGNATURES_KEY).unlink(missing_ok=True)
     _replace(authority / GRANT_KEY, grant_bytes)
     _replace(authority / SIGNATURES_KEY, signatures.canonical_bytes())
-    log.warning("SYNTHETIC authority: signed grant sequence %s for the embedded default", grant.sequence)
-    return True
+    return grant
 
 
 def _grant(
