@@ -54,7 +54,8 @@ class AliasAttachedElsewhereError(LakeError):
 
 
 ATTACH_MARK_VARIABLE = "__dpone_attach_{alias}"
-"""Session variable naming the target a resolution attached under `alias` (a digest, no secret)."""
+"""Session variable naming the target a resolution attached under `alias` and that attach's
+database oid (a digest and a number, no secret): a later `apply()` reuses exactly that attach."""
 
 
 @dataclass(frozen=True)
@@ -177,7 +178,8 @@ class ResolvedLake:
             _run(conn, statement, credentials)
         try:
             _run(conn, self.target, credentials)
-            conn.execute(f"SET VARIABLE {quote_ident(self._mark_variable)} = ?", [self._target_digest])
+            mark = f"{self._target_digest}:{_attached_oid(conn, self.alias)}"
+            conn.execute(f"SET VARIABLE {quote_ident(self._mark_variable)} = ?", [mark])
         except Exception as exc:
             if "does not match existing data path" in str(exc):
                 raise DataPathDriftError(
@@ -236,13 +238,11 @@ class ResolvedLake:
     def _refuse_foreign_alias(self, conn) -> None:
         """`ATTACH IF NOT EXISTS` keeps whatever is attached under the alias: refuse unless it is
         this very target (attached by an earlier `apply()` of the same resolution)."""
-        attached = conn.execute(
-            "SELECT count(*) FROM duckdb_databases() WHERE database_name = ?", [self.alias]
-        ).fetchone()[0]
-        if not attached:
+        oid = _attached_oid(conn, self.alias)
+        if oid is None:
             return
         mark = conn.execute("SELECT getvariable(?)", [self._mark_variable]).fetchone()[0]
-        if mark != self._target_digest:
+        if mark != f"{self._target_digest}:{oid}":
             raise AliasAttachedElsewhereError(
                 f"this connection already has {self.alias!r} attached to another place than "
                 f"{self.workspace_id!r}'s lake {self.lake!r}; detach it (or use a new connection) "
@@ -285,6 +285,12 @@ class ResolvedLake:
             Path(self.catalog.target).parent.mkdir(parents=True, exist_ok=True)
         if "://" not in self.data_path:
             Path(self.data_path).mkdir(parents=True, exist_ok=True)
+
+
+def _attached_oid(conn, alias: str) -> int | None:
+    """The oid of the database attached as `alias` (a re-attach gets a new one), or None."""
+    row = conn.execute("SELECT database_oid FROM duckdb_databases() WHERE database_name = ?", [alias]).fetchone()
+    return None if row is None else row[0]
 
 
 _EXISTING_SQL = (
