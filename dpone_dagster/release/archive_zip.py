@@ -196,6 +196,8 @@ class ZipFormat:
         guard = RatioGuard(self._limits, lambda: consumed[0])
         for entry, start in zip(central, starts):
             kind = _zip_kind(entry)
+            if kind == "dir" and (entry.size or entry.compressed > 2):
+                raise _invalid(f"directory entry {shown(entry.name)} carries data")
             if kind != "file":
                 yield Entry(entry.name, kind, entry.size)
                 continue

@@ -215,6 +215,12 @@ def test_bytes_hidden_outside_the_zip_entries_are_refused(tmp_path: Path, where:
     assert_refused(archive, tmp_path, "source.archive_invalid")
 
 
+def test_zip_directory_entry_carrying_data_is_refused(tmp_path: Path) -> None:
+    archive = tmp_path / "dir.zip"
+    archive.write_bytes(zip_bytes([stored(b"a.sql", b"x"), stored(b"models/", b"hidden payload")]))
+    assert_refused(archive, tmp_path, "source.archive_invalid")
+
+
 def test_central_records_larger_than_their_count_explains_are_refused(tmp_path: Path) -> None:
     entries = [{**stored(f"f{i}.sql".encode(), b"x"), "comment": b"c" * 60_000} for i in range(5)]
     archive = tmp_path / "padded.zip"
