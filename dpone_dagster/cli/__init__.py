@@ -1,9 +1,10 @@
 """The `dpone` command line: thin entry points over the same services the Dagster defs use.
 
 Each command group lives in its own module and is owned by its domain: `fork` and `lake`
-(fork data environments), `release` (read-only inspection of development releases), and the
-top-level `demo` / `prepare` commands. No command here publishes, installs or activates a
-development release, or turns a user-written file into authority.
+(fork data environments), `release` (inspection of development releases, and the operator
+operations recover / repair-audit / rollback / gc over the configured platform's resources), and the
+top-level `demo` / `prepare` commands. No command here publishes or installs a development release,
+or turns a user-written file or flag into authority.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dpone_dagster.cli import demo, fork, lake, release
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__.splitlines()[0])
 app.add_typer(fork.app, name="fork", help="Create, inspect and drop fork data environments.")
 app.add_typer(lake.app, name="lake", help="Inspect how a workspace attaches its DuckLakes.")
-app.add_typer(release.app, name="release", help="Inspect and re-verify development releases (read-only).")
+app.add_typer(release.app, name="release", help="Inspect and re-verify development releases; recover, repair-audit, rollback, gc.")
 demo.register(app)
 
 
