@@ -29,7 +29,7 @@ import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import sqlalchemy as sa
 
@@ -42,8 +42,15 @@ from dpone_dagster.lake.naming import is_fork_schema
 from dpone_dagster.lake.ports import Namespace
 from dpone_dagster.lake.sql import REDACTED, CredentialResolver, Secret, libpq_value, sql_string
 
-if TYPE_CHECKING:  # fork_plan imports this module; only the type goes the other way
-    from dpone_dagster.lake.fork_plan import PhysicalLake
+
+class PhysicalLake(Protocol):
+    """What roles need of `fork_plan.PhysicalLake` (a frozen dataclass; fork_plan imports this
+    module, so the type is described here rather than imported)."""
+
+    workspace_id: str
+    settings: LakeConfig
+    namespace: Namespace
+
 
 log = logging.getLogger(__name__)
 
@@ -258,9 +265,9 @@ def provision(me: PhysicalLake, ancestors: Sequence[PhysicalLake], config: Dpone
                 if not _exists(conn, "SELECT 1 FROM pg_namespace WHERE nspname = %s", theirs):
                     continue
                 group = role_name(GROUP, roles.identity, theirs)
-                if not is_fork_schema(theirs):
-                    _record(store, [dict(common, role_name=group, kind=GROUP, password=None,
-                                         workspace_id="", metadata_schema=theirs)])
+                owner = ancestor.workspace_id if is_fork_schema(theirs) else ""  # "": never dropped
+                _record(store, [dict(common, role_name=group, kind=GROUP, password=None,
+                                     workspace_id=owner, metadata_schema=theirs)])
                 _ensure_role(conn, group, None)
                 _grant_read(conn, theirs, group)
                 conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(group), sql.Identifier(roles.reader)))

@@ -289,3 +289,17 @@ def _base_location(env: LakeEnv):
     from dpone_dagster.lake.attach import catalog_location
 
     return catalog_location(env.lake, env.config.project_root)
+
+
+def test_missing_read_only_keys_are_announced_not_silent(pg_s3_lake, caplog):
+    """Without `read_only_*` / `fork_*` keys the writer key is used for those paths: said, not hidden."""
+    from dpone_dagster.lake.resolve import resolve
+
+    materialize(pg_s3_lake, "prod", "main.orders", "SELECT 1 AS id")
+    Workspaces(pg_s3_lake.config).create_fork(FORK, "prod", owner="tester")
+    with caplog.at_level("WARNING", logger="dpone_dagster.lake.roles"):
+        resolved = resolve(FORK, "main", config=pg_s3_lake.config)
+    said = " ".join(r.getMessage() for r in caplog.records)
+    parent_path = resolve("prod", "main", config=pg_s3_lake.config).data_path
+    assert f"storage of {parent_path} has no read_only_key_id_env/read_only_secret_env" in said
+    assert f"storage of {resolved.data_path} has no fork_key_id_env/fork_secret_env" in said
