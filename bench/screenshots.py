@@ -426,14 +426,16 @@ def group_asset_keys(server: DagsterWebserver, group: str) -> list[list[str]]:
     return [node["assetKey"]["path"] for node in nodes if node["groupName"] == group]
 
 
-def dormant_jobs(server: DagsterWebserver) -> dict[str, list[str]]:
-    """Job names of the deployment location by task kind (native, ordinary, pre_hook)."""
+def dormant_jobs(server: DagsterWebserver, family: str = "development") -> dict[str, list[str]]:
+    """Job names of the deployment location's dormant development tasks by kind (native, ordinary, pre_hook);
+    with `family="synthetic"`, the executable synthetic-family tasks instead."""
     selector = {"repositoryLocationName": DEPLOYMENT_LOCATION, "repositoryName": "__repository__"}
     repository = server.graphql(_JOBS, {"selector": selector})["repositoryOrError"]
     kinds: dict[str, list[str]] = {}
     for job in repository.get("jobs", []):
-        kind = {tag["key"]: tag["value"] for tag in job["tags"]}.get("dpone/task_kind")
-        if kind:
+        tags = {tag["key"]: tag["value"] for tag in job["tags"]}
+        kind = tags.get("dpone/task_kind")
+        if kind and tags.get("dpone/family", "development") == family:
             kinds.setdefault(kind, []).append(job["name"])
     return {kind: sorted(names) for kind, names in kinds.items()}
 

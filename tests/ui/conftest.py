@@ -42,6 +42,9 @@ def webserver(tmp_path_factory, ui_state_dir: Path) -> Iterator[DagsterWebserver
     env = {
         "DPONE_PROJECT_ROOT": str(REPO_ROOT),
         "DPONE_STATE_DIR": str(ui_state_dir),
+        # Credentials of the synthetic runtime's connection aliases (names of its own lake's databases).
+        "DPONE_CONNECTION_ORDERS_SOURCE": "orders_source.duckdb",
+        "DPONE_CONNECTION_FLOW_LAKE": "flow_lake.duckdb",
     }
     scrubbed = {k: v for k, v in os.environ.items() if not k.startswith("DPONE_")}
     with running_webserver(workspace, dagster_home=home, env={**scrubbed, **env}, inherit_env=False) as server:
