@@ -144,12 +144,18 @@ def _ensure_role(conn, name: str, password: str | None) -> None:
 
 
 def _grant_read(conn, schema: str, group: str) -> None:
-    """`group` may read `schema` now and every table created in it later by its current owners."""
+    """`group` may read DuckLake's tables of `schema` now, and every table its current owners create
+    there later (DuckLake adds inlined-data tables; default privileges cannot filter by name, so
+    keep other tables of those owners out of a lake's metadata schema)."""
     from psycopg import sql
 
     ident, grp = sql.Identifier(schema), sql.Identifier(group)
     conn.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(ident, grp))
-    conn.execute(sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}").format(ident, grp))
+    # DuckLake's tables only: a schema may hold other tables (a control store sharing it, say)
+    for (table,) in conn.execute(
+        "SELECT tablename FROM pg_tables WHERE schemaname = %s AND tablename LIKE 'ducklake%%'", (schema,)
+    ).fetchall():
+        conn.execute(sql.SQL("GRANT SELECT ON {}.{} TO {}").format(ident, sql.Identifier(table), grp))
     owners = {
         row[0]
         for row in conn.execute(
