@@ -2,9 +2,11 @@
 
 Fork creation clones the parent's per-lake settings, strips any cloned `shared` stamp and stamps
 the lakes named in `shared_lakes` (every other lake is isolated — also lakes added to the
-configuration later, which a fork does not have rows for). Before a reused id is created, the
-leftover ledger rows of its previous incarnation are cleaned; creation refuses while one of their
-schemas still cannot be dropped, so a recreated fork never reattaches stale tables.
+configuration later, which a fork does not have rows for). Every creation is a new incarnation of
+the id, with its own namespace and data prefix, so a recreated fork never reattaches stale tables.
+Before a reused id is created, the leftover ledger rows of its previous incarnations are cleaned as
+far as possible; what cannot be cleaned yet stays in the ledger (under the same id) for the next
+drop, and does not block the creation.
 
 What a reader could get wrong: dropping deletes the workspace row *first* and cleans physical
 namespaces after; a partial cleanup leaves ledger rows that `dpone fork drop ID` (or the Dagster
@@ -53,10 +55,6 @@ class RootProtectedError(WorkspaceError):
 
 class ChainTooDeepError(WorkspaceError):
     code = "workspace.chain_too_deep"
-
-
-class LeftoverNamespaceError(WorkspaceError):
-    code = "workspace.leftover_namespace"
 
 
 class DevWorkspacesAttachedError(WorkspaceError):
@@ -159,11 +157,12 @@ class Workspaces:
             credential_donor=parent_id,
             ports=self.cleanup_ports,
         )
-        if leftover.schemas_pending:
-            raise LeftoverNamespaceError(
-                f"a previous workspace {workspace_id!r} left fork namespaces that cannot be dropped "
-                f"yet ({', '.join(sorted({r.code for r in leftover.schemas_pending}))}); "
-                "retry when the catalog is reachable"
+        if leftover.leftovers:
+            log.warning(
+                "fork %s: %d namespace(s) of earlier incarnations stay pending cleanup (%s)",
+                workspace_id,
+                len(leftover.leftovers),
+                ", ".join(sorted({r.code for r in leftover.leftovers})),
             )
         created = Workspace(workspace_id, parent_id, owner, self._now(), repo.new_incarnation())
         lakes = [(s.settings, name in shared) for name, s in sorted(parent_lakes.items())]

@@ -34,9 +34,9 @@ from dpone_dagster.lake.object_store import (
 from dpone_dagster.lake.ports import Namespace
 from dpone_dagster.lake.registry import NamespaceRecord, RegistrationCache, register
 from dpone_dagster.lake.resolve import resolve
-from dpone_dagster.workspaces.service import LeftoverNamespaceError, Workspaces
+from dpone_dagster.workspaces.service import Workspaces
 
-from .lakes import fingerprint, fork_prefix, fork_schema, incarnation, materialize, set_lake_settings
+from .lakes import fingerprint, fork_places, fork_prefix, fork_schema, incarnation, materialize, run_sql, set_lake_settings
 
 
 class DownCatalog:
@@ -96,16 +96,18 @@ def test_catalog_down_then_storage_down_then_both_up_leaves_nothing(lake_env):
     assert namespace_exists(lake_env, "wm-fork-a") and fork_files(lake_env, "wm-fork-a")
     assert [bool(r.schema_dropped) for r in ledger_rows(lake_env, "wm-fork-a")] == [False]
 
-    with pytest.raises(LeftoverNamespaceError):
-        Workspaces(lake_env.config, cleanup_ports=CATALOG_DOWN).create_fork(
-            "wm-fork-a", "prod", owner="alice"
-        )
+    old_schema = fork_schema(lake_env, "wm-fork-a")
+    Workspaces(lake_env.config, cleanup_ports=CATALOG_DOWN).create_fork("wm-fork-a", "prod", owner="alice")
+    assert fork_schema(lake_env, "wm-fork-a") != old_schema  # a new incarnation, in a new place
+    assert run_sql(lake_env, "wm-fork-a", [], fetch="SELECT count(*) FROM lake_main.orders") == [(20,)]
+    assert len(ledger_rows(lake_env, "wm-fork-a")) == 2  # the old row still covers the old place
 
-    second = Workspaces(lake_env.config, cleanup_ports=STORAGE_DOWN).drop("wm-fork-a", actor="anyone")
-    assert not second.workspace_deleted
-    assert [(r.phase, r.code) for r in second.cleanup.leftovers] == [("data", "lake.storage_unreachable")]
-    assert not namespace_exists(lake_env, "wm-fork-a") and fork_files(lake_env, "wm-fork-a")
-    assert [bool(r.schema_dropped) for r in ledger_rows(lake_env, "wm-fork-a")] == [True]
+    second = Workspaces(lake_env.config, cleanup_ports=STORAGE_DOWN).drop("wm-fork-a", actor="alice")
+    assert second.workspace_deleted
+    assert [(r.phase, r.code) for r in second.cleanup.leftovers] == [("data", "lake.storage_unreachable")] * 2
+    namespaces, files = fork_places(lake_env, "wm-fork-a")
+    assert namespaces == [] and files
+    assert [bool(r.schema_dropped) for r in ledger_rows(lake_env, "wm-fork-a")] == [True, True]
 
     third = Workspaces(lake_env.config).drop("wm-fork-a", actor="anyone")
     assert third.cleanup.complete and third.cleanup.objects_deleted > 0
@@ -113,6 +115,7 @@ def test_catalog_down_then_storage_down_then_both_up_leaves_nothing(lake_env):
     assert not namespace_exists(lake_env, "wm-fork-a") and fork_files(lake_env, "wm-fork-a") == []
     assert fingerprint(lake_env) == parent
     assert [w.id for w in Workspaces(lake_env.config).list() if w.deleted] == []
+    assert fork_places(lake_env, "wm-fork-a") == ([], [])
 
 
 def test_registered_postgres_identity_at_a_closed_port_keeps_the_row(pg_s3_lake):
