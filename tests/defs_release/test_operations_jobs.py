@@ -150,3 +150,58 @@ def test_rollback_and_repair_audit_commands_answer_with_their_codes(copied):
     assert rollback.exit_code == 1 and json.loads(rollback.output)["refused"] == "release.no_previous_deployment"
     repair = cli("repair-audit", "--dry-run", "--json")
     assert repair.exit_code == 0 and json.loads(repair.output)["action"] == "audit_complete"
+
+
+def _grant_stages(setup, clock, *, synthetic: bool):
+    import dagster as dg
+
+    from dpone_dagster.defs.release.assets import development_grant, development_policy
+
+    settings = setup.settings.model_copy(update={"synthetic": synthetic})
+    return dg.materialize(
+        [development_policy, development_grant],
+        resources={"authority_platform": dg.ResourceDefinition.hardcoded_resource(AuthorityPlatform(settings, clock=clock))},
+        instance=setup.instance,
+        raise_on_error=False,
+    )
+
+
+def test_grant_stage_shows_expiry_and_renews_an_expired_synthetic_grant_only_visibly(copied):
+    from datetime import timedelta
+
+    from dpone_dagster.authority.memory import FixedClock
+    from dpone_dagster.clock import SystemClock
+    from dpone_dagster.defs.release.synthetic_bootstrap import GRANT_VALIDITY
+
+    later = FixedClock(SystemClock().now() + GRANT_VALIDITY + timedelta(hours=2))
+    frozen = _grant_stages(copied, later, synthetic=False)  # a configured platform: shown expired, never renewed
+    assert frozen.success, step_failures(frozen)
+    grant = materializations(frozen)["development_grant"]
+    assert (grant["expired"], grant["synthetic_renewal"], grant["sequence"]) == (True, "none", 1)
+    assert grant["hours_until_expiry"] < 0
+
+    renewed = _grant_stages(copied, later, synthetic=True)
+    assert renewed.success, step_failures(renewed)
+    grant = materializations(renewed)["development_grant"]
+    assert grant["synthetic_renewal"].startswith("renewed: sequence 1 expired at ")
+    assert (grant["expired"], grant["sequence"]) == (False, 2)
+    logged = [r.user_message for r in copied.instance.all_logs(renewed.run_id) if r.level >= 30]
+    assert any("grant sequence 1 expired at" in m and "renewed as sequence 2" in m for m in logged), logged
+
+
+def test_rollback_job_activates_the_previous_deployment_under_a_rollback_receipt(copied):
+    ops = operations_of(copied)
+    release_id = ops.cache.current().release_id
+    # a second activation (the only grant-covered release here is the installed one): the pointer's
+    # previous deployment is then that release, which rollback must select and audit as `rollback`
+    ops.cache.activate(release_id, receipt=ops._activation_receipt(ops.cache.load(release_id).bundle, "activate"))
+    planned = cli("rollback", "--dry-run", "--json")
+    assert planned.exit_code == 0, planned.output
+    assert (json.loads(planned.output)["action"], json.loads(planned.output)["release_id"]) == ("would_roll_back", release_id)
+    assert len(operations_of(copied).cache.audit_log()) == 2
+    result = copied.definitions().resolve_job_def("release_rollback_job").execute_in_process(instance=copied.instance, raise_on_error=False)
+    assert result.success, step_failures(result)
+    outcome = result.output_for_node("release_rollback")
+    assert (outcome["action"], outcome["receipt_kind"], outcome["release_id"]) == ("rolled_back", "rollback", release_id)
+    last = operations_of(copied).cache.audit_log()[-1]
+    assert (last.sequence, last.action, last.authorized_by, last.receipt_digest) == (3, "rollback", "rollback", outcome["receipt_digest"])
