@@ -66,7 +66,7 @@ def build_definitions(settings: ReleaseSettings, *, clock: Clock | None = None) 
         release = FamilyRelease(installed.bundle, installed_admission_view(installed), lake_dir=None)
         tasks = dormant_tasks(installed.bundle)
         jobs += [task_job(task, name, runtime, release) for task, name in zip(tasks, job_names(tasks), strict=True)]
-    if synthetic is not None and settings.synthetic_runtime_root is not None:
+    if synthetic is not None and settings.runs_synthetic_runtime:
         release = FamilyRelease(synthetic, synthetic.admission_view(), lake_dir=settings.synthetic_runtime_root / "lake")
         tasks = synthetic_tasks(synthetic.ordinary)
         names = [SYNTHETIC_JOB_PREFIX + name for name in job_names(tasks)]

@@ -70,9 +70,12 @@ class ReleaseSettings(BaseModel):
     def _synthetic_is_local(self) -> ReleaseSettings:
         if self.synthetic and self.authority_is_s3:
             raise ValueError("the synthetic embedded default signs into a local directory, never into S3")
-        if self.synthetic_runtime_root is not None and not self.synthetic:
-            raise ValueError("only the synthetic embedded default has an executable synthetic runtime")
         return self
+
+    @property
+    def runs_synthetic_runtime(self) -> bool:
+        """Only the synthetic embedded default installs and runs the executable synthetic-family release."""
+        return self.synthetic and self.synthetic_runtime_root is not None
 
     def connection_env_name(self, alias: str) -> str:
         """The environment variable holding the credential of connection `alias`."""

@@ -24,6 +24,7 @@ LINEAGE = {
 CHECKS = {
     ("development_policy", "policy_matches_pinned_digest"): True,
     ("development_grant", "grant_verified"): True,
+    ("published_release", "rollout_gate"): True,
     ("installed_release", "tasks_denied_before_credentials"): False,
 }
 

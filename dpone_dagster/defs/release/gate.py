@@ -111,7 +111,7 @@ def install_synthetic_runtime(resources, bundle: ReleaseBundle) -> dict[str, dg.
     """Embedded default only: install the synthetic-family release of `bundle`'s ordinary workloads."""
     platform = resources.authority_platform
     root = platform.settings.synthetic_runtime_root
-    if root is None or not platform.settings.synthetic or not bundle.ordinary or not platform.protected.synthetic_target():
+    if root is None or not platform.settings.runs_synthetic_runtime or not bundle.ordinary or not platform.protected.synthetic_target():
         return {"synthetic_runtime_release": "(none: configured platform or no ordinary workload)"}
     synthetic = synthetic_bundle_from(bundle)
     wrote = SyntheticReleaseStore(root).install(synthetic)
