@@ -1,25 +1,28 @@
 """Isolation as a property: random fork lifecycles never touch the parent, and leave nothing behind.
 
 Random sequences of create (the first fork from prod, each further one from the previous: chains
-mixing throwaway and standing dev workspaces), materialize, read, drop and recreate-the-same-id run
-against a parent lake with real tables. After every sequence the parent's
+mixing throwaway and standing dev workspaces), materialize, read, drop, recreate-the-same-id and
+writes by a second process (its own registration cache, so its registrations of an id may predate
+a drop and re-create) run against a parent lake with real tables. After every sequence the parent's
 snapshot list, catalog file list and stored files are byte-for-byte what they were, and once every
-fork is dropped no ledger row, fork namespace or fork data file remains.
+fork is dropped no ledger row, fork namespace (of any incarnation) or fork data file remains.
 """
 
 from __future__ import annotations
 
 import sqlalchemy as sa
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from dpone_dagster.control.lake_tables import fork_ducklake_namespace as ledger
 from dpone_dagster.control.store import open_store
+from dpone_dagster.lake.fork_plan import LakePorts, resolve_workspace_lake
 from dpone_dagster.lake.naming import FORK_DATA_DIR, split_storage_root
-from dpone_dagster.lake.resolve import resolve
+from dpone_dagster.lake.registry import RegistrationCache
+from dpone_dagster.lake.resolve import parse_targets, resolve
 from dpone_dagster.workspaces.service import Workspaces
 
-from .lakes import fingerprint, materialize, run_sql
+from .lakes import fingerprint, fork_places, materialize, run_sql
 
 CHAIN = ["wm-fork-a", "dev/x", "wm-fork-a/b"]  # each forks the one before it (prod first)
 TABLES = ["orders", "customers", "mart.fresh"]
@@ -30,13 +33,24 @@ steps = st.one_of(
     st.tuples(st.just("read"), st.integers(0, 2)),
     st.just(("drop",)),
     st.just(("recreate",)),
+    st.tuples(st.just("other_process"), st.integers(0, 2)),
 )
 operations = st.lists(steps, min_size=1, max_size=7).map(lambda ops: [("fork",), *ops])
+
+
+def _other_process_write(env, ports: LakePorts, ws: str, counter: int) -> None:
+    resolved = resolve_workspace_lake(ws, "main", env.config, parse_targets(["other"]), ports)
+    conn = resolved.connect()
+    try:
+        conn.execute(f"CREATE OR REPLACE TABLE lake_main.main.other AS SELECT {counter} AS v")
+    finally:
+        conn.close()
 
 
 def _run(env, service: Workspaces, ops, seen: dict[str, int]) -> None:
     """Interpret steps over a stack of live forks: CHAIN[0] <- CHAIN[1] <- CHAIN[2]."""
     live: list[str] = []
+    other = LakePorts(registrations=RegistrationCache())
     for counter, step in enumerate(ops):
         if step[0] == "fork" and len(live) < len(CHAIN):
             parent = live[-1] if live else "prod"
@@ -50,6 +64,9 @@ def _run(env, service: Workspaces, ops, seen: dict[str, int]) -> None:
         elif step[0] == "read" and live:
             ws = live[min(step[1], len(live) - 1)]
             assert run_sql(env, ws, [], fetch="SELECT count(*) FROM lake_main.customers")[0][0] >= 0
+        elif step[0] == "other_process" and live:
+            _other_process_write(env, other, live[min(step[1], len(live) - 1)], counter)
+            seen["other_process"] += 1
         elif step[0] in ("drop", "recreate") and live:
             ws = live.pop()
             assert service.drop(ws, actor="alice").cleanup.complete
@@ -73,7 +90,7 @@ def _check_property(env, ops_examples: int):
     materialize(env, "prod", "customers", "SELECT range AS id, true AS is_current FROM range(12)")
     parent = fingerprint(env)
     storage_root, _ = split_storage_root(resolve("prod", config=env.config).data_path)
-    seen = {"recreated": 0, "chained": 0, "materialized": 0, "dropped": 0}
+    seen = {"recreated": 0, "chained": 0, "materialized": 0, "dropped": 0, "other_process": 0}
 
     @settings(
         max_examples=ops_examples,
@@ -83,6 +100,7 @@ def _check_property(env, ops_examples: int):
         suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     )
     @given(ops=operations)
+    @example(ops=[("fork",), ("other_process", 0), ("recreate",), ("other_process", 0), ("drop",), ("fork",)])
     def prop(ops):
         try:
             _run(env, service, ops, seen)
@@ -92,6 +110,7 @@ def _check_property(env, ops_examples: int):
         with open_store(env.config.control_store).connect() as conn:
             assert conn.execute(sa.select(sa.func.count()).select_from(ledger)).scalar() == 0
         assert [f for f in env.list_files(storage_root + "/") if f"/{FORK_DATA_DIR}/" in f] == []
+        assert all(fork_places(env, ws) == ([], []) for ws in CHAIN)
 
     prop()
     assert fingerprint(env) == parent
