@@ -102,8 +102,9 @@ def test_a_connection_outliving_the_drop_writes_only_where_the_ledger_still_look
         first = service.drop(FORK, actor="alice")
         assert first.workspace_deleted and not first.cleanup.complete
         assert {row.code for row in first.cleanup.leftovers} == {"lake.catalog_busy"}
-        with pytest.raises(DponeError):
+        with pytest.raises(DponeError) as refused:
             resolve(FORK, config=env.config)
+        assert refused.value.code == "workspace.dropping"
 
         conn.execute("CREATE TABLE lake_main.main.t2 AS SELECT range AS id FROM range(100)")
         conn.execute("INSERT INTO lake_main.main.t1 SELECT 7")

@@ -16,6 +16,7 @@ from dpone_dagster.lake.naming import (
     fork_segment,
     fork_storage_prefix,
     is_fork_schema,
+    is_fork_segment_of,
     lake_alias,
 )
 from dpone_dagster.workspaces.ids import is_valid_workspace_id
@@ -51,6 +52,33 @@ def test_golden_vectors(workspace, lake, schema, alias, segment):
     assert fork_metadata_schema(workspace, lake) == schema
     assert ancestor_alias(lake, workspace) == alias
     assert fork_segment(workspace) == segment
+
+
+# Incarnation names (forks created since incarnations exist). NEVER edit these either.
+GOLDEN_INCARNATIONS = [
+    # (workspace, lake, incarnation, metadata schema, segment)
+    ("wm-fork-a", "main", "0123456789abcdef", "wm_fork_wm_fork_a_main_8a694515", "wm_fork_a_d11c8811"),
+    (
+        "Feature/Orders-V2",
+        "analytics",
+        "fedcba9876543210",
+        "wm_fork_feature_orders_v2_analytics_dd0534fd",
+        "feature_orders_v2_3057fe68",
+    ),
+]
+
+
+@pytest.mark.parametrize(("workspace", "lake", "incarnation", "schema", "segment"), GOLDEN_INCARNATIONS)
+def test_golden_incarnation_vectors(workspace, lake, incarnation, schema, segment):
+    assert fork_metadata_schema(workspace, lake, incarnation) == schema
+    assert fork_segment(workspace, incarnation) == segment
+    assert fork_metadata_schema(workspace, lake, "") == fork_metadata_schema(workspace, lake)
+    assert schema != fork_metadata_schema(workspace, lake) and is_fork_schema(schema)
+    assert is_fork_segment_of(workspace, segment) and is_fork_segment_of(workspace, fork_segment(workspace))
+    assert not is_fork_segment_of(workspace + "x", segment)
+    assert fork_data_path(workspace, "s3://bucket/lakes/main/", incarnation) == (
+        f"s3://bucket/__wm_forks/{segment}/lakes/main/"
+    )
 
 
 def test_golden_data_paths():
