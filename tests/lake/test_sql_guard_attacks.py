@@ -81,6 +81,21 @@ def test_ancestor_maintenance_changes_the_parent_unless_guarded(forked):
             assert caught.value.code in ("lake.ancestor_maintenance", "lake.unmanaged_use"), sql
     assert _parent_state(env) == before
 
+    # No guard rule for these: DuckDB itself refuses writes through a READ_ONLY ancestor attach
+    # and its metadata catalog (if a DuckDB upgrade changes that, this turns red).
+    metadata = f"__ducklake_metadata_{ancestor}"
+    with attached(env, FORK) as raw:
+        for sql in (
+            f"INSERT INTO {ancestor}.main.events VALUES (99)",
+            f"DELETE FROM {metadata}.ducklake_data_file",
+            f"INSERT INTO {metadata}.ducklake_snapshot SELECT * FROM {metadata}.ducklake_snapshot",
+            f"COPY FROM DATABASE lake_main TO {ancestor}",
+        ):
+            GuardedConnection.for_lake(raw, resolved).guard.check(sql)  # the guard lets them pass
+            with pytest.raises(duckdb.Error, match="read-only"):
+                raw.execute(sql)
+    assert _parent_state(env) == before
+
     for template in ATTACKS:
         sql = template.format(anc=ancestor)
         files_before = _parent_state(env)[0]
