@@ -113,6 +113,7 @@ class GateResult:
             "denied": self.denied,
         }
         for kind, counts in self.by_kind().items():
+            values[f"{kind}_tasks"] = counts["admitted"] + counts["denied"]
             values[f"{kind}: admitted"] = counts["admitted"]
             values[f"{kind}: denied"] = counts["denied"]
         values.update({f"denied: {reason}": count for reason, count in self.reasons().items()})

@@ -38,6 +38,7 @@ def test_every_stage_materializes_and_all_checks_pass(released):
     assert {name: passed for name, (passed, _, _) in checks.items()} == {
         "policy_matches_pinned_digest": True,
         "grant_verified": True,
+        "rollout_gate": True,
         "tasks_denied_before_credentials": True,
     }
     release_id = found["development_release"]["release_id"]
