@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 import dpone_dagster.release.admission as admission
-from defs_release.conftest import check_results, materializations
+from defs_release.conftest import check_results, materializations, step_failures
 from dpone_dagster.clock import SystemClock
 from dpone_dagster.control.store import open_store
 from dpone_dagster.defs.release.gate import install_stage_gate
@@ -126,3 +126,11 @@ def test_a_gate_that_admits_one_task_blocks_activation_in_the_release_job(fresh,
     assert not (cache / "current").exists() and not (cache / "deployments").exists()
     report = json.loads(next(setup.settings.acceptance_dir.glob("*.json")).read_bytes())
     assert report["verdict"] == "blocked"
+
+    # Without any check selected, the install stage's own gate refuses before installing or activating.
+    job = setup.definitions().resolve_job_def("release_job")
+    unchecked = job.get_subset(asset_selection=set(job.asset_layer.executable_asset_keys), asset_check_selection=set())
+    again = unchecked.execute_in_process(instance=setup.instance, raise_on_error=False)
+    assert check_results(again) == {}
+    assert "[release.rollout_blocked]" in step_failures(again)["installed_release"]
+    assert not (cache / "current").exists() and not (cache / "deployments").exists()
