@@ -4,6 +4,7 @@
   fork's writer (owns the fork's metadata schema), a fork's reader (reads the ancestors' metadata
   schemas and its own), or a NOLOGIN read group of one metadata schema. Rows of a fork are deleted
   only after the role is gone from PostgreSQL, so a retried `dpone fork drop` still finds it.
+  Rows are written *before* the roles are created; `ready` is set once provisioning finished.
 
 What a reader could get wrong: `password` holds the generated password of a LOGIN role in clear
 text, because the fork's process must present it to PostgreSQL. Whoever can read this table can
@@ -28,5 +29,6 @@ lake_catalog_role = sa.Table(
     sa.Column("metadata_schema", sa.String(63), nullable=False),
     sa.Column("admin", sa.Text, nullable=False),
     sa.Column("password", sa.Text, nullable=True),
+    sa.Column("ready", sa.Boolean, nullable=False, default=False),
     sa.Column("created_at", sa.String(32), nullable=False),
 )

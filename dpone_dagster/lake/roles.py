@@ -197,17 +197,22 @@ class ForkRoles:
 
 def fork_roles(base: CatalogLocation, schema: str) -> ForkRoles:
     identity = base.identity
-    return ForkRoles(
-        role_name(WRITER, identity, schema), role_name(READER, identity, schema), role_name(GROUP, identity, schema), identity
+    return ForkRoles(*(role_name(kind, identity, schema) for kind in (WRITER, READER, GROUP)), identity)
+
+
+def _stored(store_url: str, roles: Sequence[str], *, ready_only: bool = False) -> dict[str, str | None]:
+    query = sa.select(role_table.c.role_name, role_table.c.password).where(
+        role_table.c.role_name.in_(list(roles))
     )
-
-
-def _stored(store_url: str, roles: Sequence[str]) -> dict[str, str | None]:
+    if ready_only:
+        query = query.where(role_table.c.ready.is_(True))
     with open_store(store_url).connect() as conn:
-        rows = conn.execute(
-            sa.select(role_table.c.role_name, role_table.c.password).where(role_table.c.role_name.in_(list(roles)))
-        ).all()
-    return {name: password for name, password in rows}
+        return {name: password for name, password in conn.execute(query).all()}
+
+
+def _mark_ready(store_url: str, roles: Sequence[str]) -> None:
+    with open_store(store_url).begin() as conn:
+        conn.execute(role_table.update().where(role_table.c.role_name.in_(list(roles))).values(ready=True))
 
 
 def _record(store_url: str, rows: list[dict]) -> None:
@@ -225,6 +230,10 @@ def _record(store_url: str, rows: list[dict]) -> None:
                 conn.execute(role_table.insert().values(**row))
 
 
+def _new_password() -> str:
+    return secrets.token_urlsafe(24)
+
+
 def provision(me: PhysicalLake, ancestors: Sequence[PhysicalLake], config: DponeConfig) -> ForkRoles:
     """Create (or repair) the fork's writer, reader and read groups; idempotent."""
     base = me.namespace.catalog
@@ -240,9 +249,9 @@ def provision(me: PhysicalLake, ancestors: Sequence[PhysicalLake], config: Dpone
     common = dict(catalog=roles.identity, workspace_id=me.workspace_id, lake=me.settings.name,
                   metadata_schema=schema, admin=admin_json, created_at=now)
     _record(store, [
-        dict(role_name=roles.writer, kind=WRITER, password=known.get(roles.writer) or secrets.token_urlsafe(24), **common),
-        dict(role_name=roles.reader, kind=READER, password=known.get(roles.reader) or secrets.token_urlsafe(24), **common),
-        dict(role_name=roles.group, kind=GROUP, password=None, **common),
+        dict(common, role_name=roles.writer, kind=WRITER, password=known.get(roles.writer) or _new_password()),
+        dict(common, role_name=roles.reader, kind=READER, password=known.get(roles.reader) or _new_password()),
+        dict(common, role_name=roles.group, kind=GROUP, password=None),
     ])
     passwords = _stored(store, [roles.writer, roles.reader])
     try:
@@ -283,6 +292,7 @@ def provision(me: PhysicalLake, ancestors: Sequence[PhysicalLake], config: Dpone
             "the admin role needs CREATEROLE and ownership of (or membership in the owner of) the "
             "lake's metadata schema"
         ) from None
+    _mark_ready(store, [roles.writer, roles.reader])
     return roles
 
 
@@ -298,7 +308,7 @@ def confine(
     if base.kind != "postgres" or isinstance(base, RoleCatalogLocation):
         return me, list(ancestors), []
     roles = fork_roles(base, me.namespace.schema or "")
-    stored = _stored(config.control_store, [roles.writer, roles.reader])
+    stored = _stored(config.control_store, [roles.writer, roles.reader], ready_only=True)
     if not (stored.get(roles.writer) and stored.get(roles.reader)):
         roles = provision(me, ancestors, config)
 

@@ -305,3 +305,18 @@ def test_missing_read_only_keys_are_announced_not_silent(pg_s3_lake, caplog):
     parent_path = resolve("prod", "main", config=pg_s3_lake.config).data_path
     assert f"storage of {parent_path} has no read_only_key_id_env/read_only_secret_env" in said
     assert f"storage of {resolved.data_path} has no fork_key_id_env/fork_secret_env" in said
+
+
+def test_a_fork_whose_roles_could_not_be_made_refuses_to_resolve(pg_s3_lake, monkeypatch):
+    """No admin credential where the fork is created or resolved: typed refusal, never the owner."""
+    from dpone_dagster.lake.resolve import resolve
+    from dpone_dagster.lake.roles import ForkRolesMissingError
+
+    monkeypatch.delenv("DPONE_TEST_NO_ADMIN_PASSWORD", raising=False)
+    lake = pg_s3_lake.lake.model_copy(update={"catalog_admin_password_env": "DPONE_TEST_NO_ADMIN_PASSWORD"})
+    config = pg_s3_lake.config.model_copy(update={"lakes": (lake,)})
+    materialize(pg_s3_lake, "prod", "main.orders", "SELECT 1 AS id")
+    Workspaces(config).create_fork(FORK, "prod", owner="tester")  # logs that roles are missing
+    with pytest.raises(ForkRolesMissingError) as raised:
+        resolve(FORK, "main", config=config)
+    assert raised.value.code == "lake.fork_roles_missing"
