@@ -32,4 +32,3 @@ def test_summary_of_a_successful_release(released):
     lines = summary.lines()
     assert lines[0] == f"installed release {summary.release_id} (SYNTHETIC authority)"
     assert "16 of 16 tasks denied" in lines[2] and "credential resolutions: 0" in lines[2]
-    assert lines[3].startswith("  this run: published, activated; grant expires 20")

@@ -32,8 +32,6 @@ class ReleaseRunSummary:
     tasks: int
     denied: dict[str, int]
     credential_resolutions: int
-    this_run: str = ""
-    grant_expires_at: str = ""
 
     def lines(self) -> list[str]:
         denied = ", ".join(f"{count} {reason}" for reason, count in sorted(self.denied.items())) or "none"
@@ -42,7 +40,6 @@ class ReleaseRunSummary:
             f"  deployment: {self.deployment_id}",
             f"  runtime admission: {sum(self.denied.values())} of {self.tasks} tasks denied ({denied}); "
             f"credential resolutions: {self.credential_resolutions}",
-            f"  this run: {self.this_run or '(not recorded)'}; grant expires {self.grant_expires_at or '(not recorded)'}",
         ]
 
 
@@ -80,8 +77,6 @@ def summarize(result: dg.ExecuteInProcessResult) -> ReleaseRunSummary:
         tasks=int(check_metadata["tasks"]),
         denied={k.removeprefix("denied: "): int(v) for k, v in check_metadata.items() if k.startswith("denied: ")},
         credential_resolutions=int(check_metadata["credential_resolutions"]),
-        this_run=", ".join(str(materialized[k].get("action", "?")) for k in ("published_release", "installed_release") if k in materialized),
-        grant_expires_at=str(materialized.get("development_grant", {}).get("expires_at", "")),
     )
 
 
