@@ -20,7 +20,7 @@ from pathlib import Path
 
 from dpone_dagster.config import LakeConfig, StorageConfig
 from dpone_dagster.errors import LakeError
-from dpone_dagster.lake.sql import Secret, Statement, quote_ident, sql_string
+from dpone_dagster.lake.sql import CredentialResolver, Secret, Statement, quote_ident, sql_string
 
 OptionValue = str | int | bool
 Options = tuple[tuple[str, OptionValue], ...]
@@ -107,6 +107,10 @@ class CatalogLocation:
         if self.password_env and self.kind in ("postgres", "mysql"):
             return (body + " ", Secret(self.password_env, in_libpq_literal=True), "'")
         return (body + "'",)
+
+    def connect_password(self, credentials: CredentialResolver) -> str | None:
+        """The password a direct connection (not an ATTACH) presents, read at the moment of use."""
+        return credentials(self.password_env) if self.password_env else None
 
     def sibling(self, stem: str) -> CatalogLocation:
         """For a DuckDB-file catalog: the catalog file `<stem>.ducklake` next to this one."""

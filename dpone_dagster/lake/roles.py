@@ -94,9 +94,15 @@ class RoleCatalogLocation(CatalogLocation):
     attach_role: str = ""
     store_url: str = ""
 
+    reader: str = ""
+
     def uri_parts(self) -> tuple[str | Secret, ...]:
         body = sql_string(f"ducklake:postgres:{self.base_target} user={self.attach_role}")[:-1]
         return (body + " ", StoredRolePassword(self.attach_role, True, self.store_url), "'")
+
+    def connect_password(self, credentials: CredentialResolver) -> str | None:
+        """The reader's stored password, for a direct connection to `target` (catalog inspection)."""
+        return read_password(self.store_url, self.reader)
 
 
 def read_password(store_url: str, role: str) -> str:
@@ -315,7 +321,7 @@ def confine(
     def location(role: str) -> RoleCatalogLocation:
         return RoleCatalogLocation(
             "postgres", f"{base.target} user={roles.reader}", None,
-            base_target=base.target, attach_role=role, store_url=config.control_store,
+            base_target=base.target, attach_role=role, store_url=config.control_store, reader=roles.reader,
         )
 
     mine = replace(me, namespace=Namespace(location(roles.writer), me.namespace.schema))
