@@ -38,6 +38,7 @@ from dpone_dagster.control.workspace_tables import (
 )
 from dpone_dagster.errors import LakeError, WorkspaceError
 from dpone_dagster.lake.defer import SCD2_MARKER, TableName
+from dpone_dagster.lake.naming import fork_metadata_schema
 from dpone_dagster.lake.ports import Clock, utc_now
 from dpone_dagster.lake.registry import ForkDroppingError
 
@@ -277,6 +278,13 @@ def workspace_lake_view(workspace_id: str, lake: str, config: DponeConfig) -> Wo
         settings = lake_settings(conn, ids, config, lake)
         tracking = read_chain_tracking(conn, ids, lake)
     return WorkspaceLakeView(tuple(chain), {ws: settings[ws][lake] for ws in ids}, tracking)
+
+
+def fork_namespace(workspace_id: str, lake: str, config: DponeConfig | None = None) -> str:
+    """The metadata schema / catalog-file stem of `lake` in fork `workspace_id`'s current
+    incarnation, or `(root)` where the lake is not forked (root, shared)."""
+    view = workspace_lake_view(workspace_id, lake, config or load_config())
+    return fork_metadata_schema(workspace_id, lake, view.incarnation) if view.fork_mode else "(root)"
 
 
 def fork_state(

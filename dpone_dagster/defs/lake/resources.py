@@ -26,11 +26,11 @@ from dpone_dagster.config import DponeConfig, load_config
 from dpone_dagster.defs.workspace_binding import WorkspaceNotThisDeploymentError, bind_run, deployment_workspace
 from dpone_dagster.lake import duck
 from dpone_dagster.lake.guarded import GuardedConnection
-from dpone_dagster.lake.naming import fork_metadata_schema, lake_alias
+from dpone_dagster.lake.naming import lake_alias
 from dpone_dagster.lake.resolve import ResolvedLake, TableName, resolve
 from dpone_dagster.lake.sql import quote_ident
 from dpone_dagster.lake.table_states import LakeTableStates, lake_table_states
-from dpone_dagster.lake.tracking import fork_state, record_materialization
+from dpone_dagster.lake.tracking import fork_namespace, fork_state, record_materialization
 
 
 class DuckLakeResource(ConfigurableResource):
@@ -122,7 +122,7 @@ class DuckLakeResource(ConfigurableResource):
             "workspace": workspace,
             "lake": lake,
             "table": str(name),
-            "namespace": fork_metadata_schema(workspace, lake) if state.state != "own" else "(root)",
+            "namespace": fork_namespace(workspace, lake, config) if state.state != "own" else "(root)",
             **state.as_metadata(),
         }
         if snapshot_id is not None:
