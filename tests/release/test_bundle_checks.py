@@ -106,7 +106,7 @@ def test_a_release_without_a_parent_is_refused(members):
     assert "no parent document" in refused(members).message
 
 
-def test_a_parent_of_another_family_is_refused(members, real_release):
+def test_a_parent_of_another_family_is_refused(members):
     from dpone_dagster.authority.synthetic_documents import synthetic_documents
 
     members[PARENT_PATH] = synthetic_documents()["dpone.release-set.v2"].canonical_bytes()
