@@ -110,6 +110,20 @@ def test_recover_after_a_mid_activation_kill_restores_a_consistent_audited_state
     assert ops.recover().action == "nothing_pending"
 
 
+def test_a_pending_intent_is_the_first_thing_any_activation_or_rollback_meets(tmp_path, target, release):
+    """Guard: `activate` refuses a pending intent before anything else (receipt, installed bytes)."""
+    killed_midway(target, release, tmp_path)
+    cache = ReleaseCache(tmp_path / "cache", admission=target.issuer, clock=target.clock)
+    for attempt in (
+        lambda: cache.activate(release.bundle.release_id, receipt=None),
+        lambda: cache.activate("sha256:" + "0" * 64, receipt=None),
+    ):
+        with pytest.raises(ActivationError) as raised:
+            attempt()
+        assert raised.value.code == "release.activation_recovery_required"
+    assert cache.current() is None and cache.audit_log() == []
+
+
 def test_recover_refuses_a_release_built_under_another_grant(tmp_path, target, release):
     killed_midway(target, release, tmp_path)
     other = synthetic_release(target, models=None, workloads={"solo": (("raw.solo",), ())}, sequence=2)
