@@ -8,6 +8,8 @@ or renew anything.
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from pathlib import Path
 
 import dagster as dg
@@ -38,21 +40,39 @@ def _configure(monkeypatch, tmp_path: Path, release_yaml: str) -> ReleaseSetting
     return release_settings(load_config())
 
 
-def _directory_platform(tmp_path: Path) -> str:
+def _platform_checkout(tmp_path: Path) -> tuple[Path, str]:
+    """The synthetic project as a platform checks it out: its own git checkout; returns (path, HEAD).
+
+    A configured platform's source must be at the configured commit (`source.commit_mismatch`)."""
+    checkout = tmp_path / "checkout"
+    if not checkout.exists():
+        ignored = shutil.ignore_patterns("logs", "dbt_packages", ".dpone", "__pycache__")
+        shutil.copytree(REPO_ROOT / "dbt_project_synthetic", checkout, ignore=ignored)
+        for args in (("init", "-q"), ("add", "-A"), ("-c", "user.email=platform@example.invalid", "-c", "user.name=platform", "commit", "-qm", "checkout")):
+            subprocess.run(["git", "-C", str(checkout), *args], check=True, capture_output=True)
+    head = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+    return checkout, head
+
+
+def _directory_platform(tmp_path: Path, commit: str | None = None) -> str:
+    checkout, head = _platform_checkout(tmp_path)
     return f"""
   authority_location: {tmp_path / "platform" / "authority"}
   registry_location: {tmp_path / "platform" / "registry"}
   cache_root: {tmp_path / "platform" / "cache"}
   protected_target_file: {tmp_path / "platform" / "protected" / "target.json"}
-  source_location: {REPO_ROOT / "dbt_project_synthetic"}
+  source_location: {checkout}
   source_repository: {PLATFORM_REPOSITORY}
-  source_commit: "{PLATFORM_COMMIT}"
+  source_commit: "{commit or head}"
 """
 
 
 def _place_authority(settings: ReleaseSettings, authority_dir: Path) -> dict[str, bytes]:
     """The platform's part: pin the policy digest and sign a grant for the configured source."""
-    signer_view = settings.model_copy(update={"synthetic": True, "authority_location": str(authority_dir)})
+    # The synthetic signer derives native membership from the repository's own dbt project; the
+    # run reads the platform checkout (`_platform_checkout`, the same files at a real commit).
+    update = {"synthetic": True, "authority_location": str(authority_dir), "source_location": REPO_ROOT / "dbt_project_synthetic"}
+    signer_view = settings.model_copy(update=update)
     ensure_synthetic_authority(signer_view, SystemClock())
     return {key: (authority_dir / key).read_bytes() for key in AUTHORITY_FILES}
 
@@ -123,6 +143,20 @@ def test_configured_directory_platform_drives_every_stage_and_never_signs(monkey
     assert_no_private_values(_metadata_values(result), private=[str(tmp_path)])
 
 
+def test_configured_source_not_at_the_configured_commit_stops_before_anything_is_built(monkeypatch, tmp_path, _isolated_state):
+    _, head = _platform_checkout(tmp_path)
+    settings = _configure(monkeypatch, tmp_path, _directory_platform(tmp_path, commit="fedcba98" * 5))
+    _place_authority(settings, Path(settings.authority_location))
+
+    result = _run()
+
+    assert not result.success
+    failures = step_failures(result)
+    assert "source.commit_mismatch" in failures["native_workspace"], failures
+    assert head[:12] in failures["native_workspace"]
+    assert not list(LocalDirectoryStore(Path(settings.registry_location)).keys())
+
+
 def test_configured_platform_with_nothing_placed_refuses_and_creates_nothing(monkeypatch, tmp_path):
     settings = _configure(monkeypatch, tmp_path, _directory_platform(tmp_path))
 
@@ -136,14 +170,15 @@ def test_configured_platform_with_nothing_placed_refuses_and_creates_nothing(mon
 
 
 def _s3_platform(tmp_path: Path, s3_server, bucket: str) -> str:
+    checkout, head = _platform_checkout(tmp_path)
     return f"""
   authority_location: s3://{bucket}/platform/authority/
   registry_location: s3://{bucket}/platform/registry/
   cache_root: {tmp_path / "platform" / "cache"}
   protected_target_file: {tmp_path / "platform" / "protected" / "target.json"}
-  source_location: {REPO_ROOT / "dbt_project_synthetic"}
+  source_location: {checkout}
   source_repository: {PLATFORM_REPOSITORY}
-  source_commit: "{PLATFORM_COMMIT}"
+  source_commit: "{head}"
   storage: {{endpoint: "{s3_server.endpoint}", url_style: path, use_ssl: false,
             key_id_env: DPONE_TEST_S3_KEY_ID, secret_env: DPONE_TEST_S3_SECRET}}
 """

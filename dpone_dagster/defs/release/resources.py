@@ -14,7 +14,8 @@ a launchpad user can type. Tests pass their own objects under the same keys.
   as its current-target verifier (reopened before every protected operation).
 - `release_registry` / `release_cache`: the immutable registry (local directory, or S3 through
   dagster-aws) and the local cache of the target environment.
-- `release_source`: the source repository checkout or archive, and its repository and commit.
+- `release_source`: the source repository checkout or archive, and its repository and commit; on a
+  configured platform the source read must be at the configured commit (`source_binding`).
 
 What a reader could get wrong: `location_label` is what metadata shows; a local path is shown
 relative to the project root (or as `<local directory>`), never as an absolute private path.
@@ -48,6 +49,7 @@ from dpone_dagster.clock import Clock, SystemClock
 from dpone_dagster.release.ports import TargetAdmission
 from dpone_dagster.release.registry import ReleaseRegistry
 from dpone_dagster.release.source import SourceTree, open_source
+from dpone_dagster.release.source_binding import bind_source_commit
 from dpone_dagster.release.state import ReleaseStateMachine
 
 
@@ -142,7 +144,15 @@ class ReleaseSourceResource:
     settings: ReleaseSettings
 
     def open(self) -> SourceTree:
-        return open_source(self.settings.source_location)
+        """The verified source; a configured platform's source must be at the configured commit."""
+        tree = open_source(self.settings.source_location)
+        if not self.settings.synthetic:
+            try:
+                bind_source_commit(self.settings.source_location, tree, self.settings.source_commit)
+            except BaseException:
+                tree.close()
+                raise
+        return tree
 
     def identity(self) -> SourceIdentity:
         return SourceIdentity(repository=self.settings.source_repository, commit=self.settings.source_commit)
