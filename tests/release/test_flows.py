@@ -20,7 +20,8 @@ from dpone_dagster.contracts.base import ContractError
 from dpone_dagster.contracts.canonical import dumps, loads
 from dpone_dagster.contracts.flows import FlowError, OrdinaryCapture, ResourceCeiling, pack_fingerprint
 from dpone_dagster.release.flows import capture_ordinary, rebuild_packs
-from dpone_dagster.release.source import build_source_archive, open_source
+from dpone_dagster.release.source import open_source
+from dpone_dagster.release.source_builder import build_source_archive
 
 REPO = Path(__file__).resolve().parents[2]
 SYNTHETIC = REPO / "dbt_project_synthetic"
