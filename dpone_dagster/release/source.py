@@ -13,7 +13,8 @@ pre-scan exactly. For tar, Python's `data` filter runs as a second layer after t
 the open) before opening it. An archive's own record of its commit (`git archive`'s pax global or
 zip comment) is kept as `SourceTree.declared_commit` for `source_binding.bind_source_commit`.
 
-`build_source_archive(checkout, destination)` (module `source_builder`, also reachable here) writes a
+`build_source_archive(checkout, destination)` (module `source_builder`, which imports this one; never
+the other way round, the import-graph test refuses a cycle) writes a
 deterministic tar.gz of a checkout (sorted
 members, mtime 0, uid/gid 0, no owner names, fixed modes, gzip mtime 0), so identical checkouts give
 identical bytes (with the same zlib) and the archive's snapshot equals the checkout's.
@@ -60,14 +61,12 @@ _DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 __all__ = [
     "DEFAULT_CHECKOUT_EXCLUDES",
-    "BuiltArchive",
     "SourceError",
     "SourceFile",
     "SourceLimits",
     "SourceReader",
     "SourceSnapshot",
     "SourceTree",
-    "build_source_archive",
     "open_source",
 ]
 
@@ -355,12 +354,3 @@ def _open_confined(root: Path, path: str) -> int:
         return os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=current)
     finally:
         os.close(current)
-
-
-def __getattr__(name: str) -> object:
-    """`build_source_archive` and `BuiltArchive` live in `source_builder` (which imports this module)."""
-    if name in ("build_source_archive", "BuiltArchive"):
-        from dpone_dagster.release import source_builder
-
-        return getattr(source_builder, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -19,7 +19,8 @@ import pytest
 
 from dpone_dagster.release import source as source_module
 from dpone_dagster.release.archive import CheckoutFormat, SourceError, SourceLimits
-from dpone_dagster.release.source import SNAPSHOT_KIND, build_source_archive, open_source
+from dpone_dagster.release.source import SNAPSHOT_KIND, open_source
+from dpone_dagster.release.source_builder import build_source_archive
 
 SMALL = SourceLimits(max_members=20, max_file_bytes=4096, max_total_bytes=16384, max_compression_ratio=10, ratio_floor_bytes=1024)
 
