@@ -1,8 +1,9 @@
 """`guard_sql`: the one check every SQL text the project runs for user code passes first.
 
 Built on DuckDB's own parser (`extract_statements`, for the statement types) and its own lexer
-(`duckdb.tokenize`, for names, literals and call sites), never on a regex: `$$…$$`, `$x$…$x$`,
-`E'…'`, comments, case and statement separators are whatever DuckDB says they are.
+(`duckdb.tokenize`, for names, literals and call sites; both wrapped in `sql_lexer.py`), never on
+a regex: `$$…$$`, `$x$…$x$`, `E'…'`, comments, case and statement separators are whatever DuckDB
+says they are.
 
 Refused, with a typed code (`SqlGuardError` subclasses):
 - `lake.unmanaged_attach` — any ATTACH or DETACH, in a fork and in prod: lakes are attached only
