@@ -109,12 +109,16 @@ class _BoundExecutor(Executor):
         return self._inner.log_failure_or_retry_event_after_error(*args, **kwargs)
 
 
-def bound_executor(inner: ExecutorDefinition) -> ExecutorDefinition:
+class BoundExecutorDefinition(ExecutorDefinition):
+    """An executor definition whose executors run `bind_run` before any step (see `bound_executor`)."""
+
+
+def bound_executor(inner: ExecutorDefinition) -> BoundExecutorDefinition:
     """`inner` with the same name, config schema and requirements, checking the run's workspace first."""
     create = inner.executor_creation_fn
     if create is None:
         raise WorkspaceError("an executor without a creation function cannot be bound to the deployment")
-    return ExecutorDefinition(
+    return BoundExecutorDefinition(
         name=inner.name,
         config_schema=inner.config_schema,
         requirements=inner.get_requirements,

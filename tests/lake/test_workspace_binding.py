@@ -33,7 +33,12 @@ from dpone_dagster.config import load_config
 from dpone_dagster.defs.lake import resources as lake_resources
 from dpone_dagster.defs.lake.jobs import build_drop_fork_job
 from dpone_dagster.defs.lake.resources import DuckLakeResource
-from dpone_dagster.defs.workspace_binding import DEFAULT_EXECUTOR, WORKSPACE_TAG, WorkspaceNotThisDeploymentError
+from dpone_dagster.defs.workspace_binding import (
+    DEFAULT_EXECUTOR,
+    WORKSPACE_TAG,
+    BoundExecutorDefinition,
+    WorkspaceNotThisDeploymentError,
+)
 from dpone_dagster.workspaces.service import Workspaces
 
 from .lakes import LakeEnv, fingerprint, run_sql
@@ -193,7 +198,16 @@ def test_every_defined_job_carries_the_deployment_workspace_tag():
     assert {"drop_fork_job", "fork_state_observation_job", "release_job"} <= set(jobs)
     for name, job_def in jobs.items():
         assert job_def.run_tags.get(WORKSPACE_TAG) == load_config().workspace, name
-        assert job_def.executor_def.name in {"multi_or_in_process_executor", "in_process"}, name
+
+
+def test_every_job_of_the_code_location_runs_on_a_bound_executor():
+    """A job that names a plain executor would start runs nobody checks or stamps (use IN_PROCESS_EXECUTOR)."""
+    from dpone_dagster.definitions import defs
+
+    jobs = defs.get_repository_def().get_all_jobs()
+    assert "__ASSET_JOB" in {j.name for j in jobs}
+    unbound = sorted(j.name for j in jobs if not isinstance(j.executor_def, BoundExecutorDefinition))
+    assert unbound == []
 
 
 def test_a_fork_deployment_cannot_drop_its_parent_or_a_sibling(embedded_lake, monkeypatch):
