@@ -55,6 +55,7 @@ from dpone_dagster.contracts.receipts import (
 from dpone_dagster.contracts.release_documents import SELECTION_KIND
 from dpone_dagster.contracts.target import DeploymentProjection, TargetConfiguration
 from dpone_dagster.release.bundle import ReleaseBundle, content_sha256, deployment_projection
+from dpone_dagster.release.compose import compose_release
 from dpone_dagster.release.native import NativeCompilation, NativeNode, NativeProject, SourceFile, compile_profile_digest
 from dpone_dagster.release.source import SourceFile as SnapshotFile
 from dpone_dagster.release.source import SourceSnapshot
@@ -321,8 +322,6 @@ def synthetic_release(
 
     `edit` replaces or adds source files before anything is captured (a changed source).
     """
-    from dpone_dagster.release.compose import compose_release
-
     files: dict[str, bytes] = {}
     if models:
         files.update(synthetic_native_files(project, list(models)))
