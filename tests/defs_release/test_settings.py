@@ -8,6 +8,7 @@ or renew anything.
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import subprocess
 from pathlib import Path
@@ -46,7 +47,7 @@ def _platform_checkout(tmp_path: Path) -> tuple[Path, str]:
     A configured platform's source must be at the configured commit (`source.commit_mismatch`)."""
     checkout = tmp_path / "checkout"
     if not checkout.exists():
-        ignored = shutil.ignore_patterns("logs", "dbt_packages", ".dpone", "__pycache__")
+        ignored = shutil.ignore_patterns("target", "logs", "dbt_packages", ".dpone", "__pycache__")
         shutil.copytree(REPO_ROOT / "dbt_project_synthetic", checkout, ignore=ignored)
         for args in (("init", "-q"), ("add", "-A"), ("-c", "user.email=platform@example.invalid", "-c", "user.name=platform", "commit", "-qm", "checkout")):
             subprocess.run(["git", "-C", str(checkout), *args], check=True, capture_output=True)
@@ -141,6 +142,21 @@ def test_configured_directory_platform_drives_every_stage_and_never_signs(monkey
     assert not (_isolated_state / "release" / "authority").exists()
     assert not (_isolated_state / "release" / "registry").exists()
     assert_no_private_values(_metadata_values(result), private=[str(tmp_path)])
+
+
+def test_configured_platform_reads_a_git_archive_bound_by_the_commit_it_records(monkeypatch, tmp_path, _isolated_state):
+    checkout, head = _platform_checkout(tmp_path)
+    archive = tmp_path / "source.tar.gz"
+    subprocess.run(["git", "-C", str(checkout), "archive", "--format=tar.gz", "-o", str(archive), "HEAD"], check=True)
+    platform = _directory_platform(tmp_path).replace(f"source_location: {checkout}", f"source_location: {archive}")
+    settings = _configure(monkeypatch, tmp_path, platform)
+    _place_authority(settings, Path(settings.authority_location))
+
+    result = _run()
+
+    assert result.success, step_failures(result)
+    composed = materializations(result)["development_release"]
+    assert composed["source_archive_sha256"] == hashlib.sha256(archive.read_bytes()).hexdigest()
 
 
 def test_configured_source_not_at_the_configured_commit_stops_before_anything_is_built(monkeypatch, tmp_path, _isolated_state):

@@ -201,9 +201,11 @@ def development_release(
         authority = verified_authority(context, pipeline, source)
         with context.resources.release_source.open() as tree:
             bundle = pipeline.compose(authority=authority, source=tree, native=native_workspace, ordinary=ordinary_flows)
+            archive_sha256 = tree.archive_sha256
     context.add_output_metadata(
         {
             "release_id": bundle.release_id,
+            "source_archive_sha256": archive_sha256 or "(checkout: no archive)",
             "native_workloads": len(bundle.native_membership),
             "ordinary_workloads": len(bundle.ordinary_membership),
             "source_bytes": bundle.source_bytes,
