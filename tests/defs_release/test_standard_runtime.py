@@ -230,3 +230,15 @@ def test_a_target_no_longer_synthetic_refuses_synthetic_jobs_before_any_port(cop
 def test_native_tasks_have_no_synthetic_counterpart(released, env_of):
     _, synthetic = _releases(env_of(released))
     assert {task.kind for task in synthetic_tasks(synthetic.ordinary)} == {TaskKind.ORDINARY, TaskKind.PRE_HOOK}
+
+
+def test_every_runtime_code_is_documented():
+    from pathlib import Path
+
+    from dpone_dagster.runtime.gate import RolloutBlockedError
+    from dpone_dagster.runtime.ports import RuntimePortError
+    from dpone_dagster.runtime.synthetic_release import SyntheticReleaseError
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "federation.md").read_text(encoding="utf-8")
+    codes = [code for cls in (RuntimePortError, SyntheticReleaseError, RolloutBlockedError) for code in cls.codes]
+    assert [code for code in codes if f"`{code}`" not in doc] == []
