@@ -1,7 +1,7 @@
-"""The dormant deployment code location's entry point: `defs`, for workspace.yaml.
+"""The deployment code location's entry point (`dpone_deployment`): `defs`, for workspace.yaml.
 
-What a reader could get wrong: importing this module reads the release cache (and fails to load when
-the active release fails integrity verification); everything else imports
+What a reader could get wrong: importing this module reads the installed releases (and fails to load
+when one fails integrity verification); everything else imports
 `dpone_dagster.deployment.location` instead, which builds nothing on import.
 """
 

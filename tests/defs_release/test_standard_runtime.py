@@ -242,3 +242,29 @@ def test_every_runtime_code_is_documented():
     doc = (Path(__file__).resolve().parents[2] / "docs" / "federation.md").read_text(encoding="utf-8")
     codes = [code for cls in (RuntimePortError, SyntheticReleaseError, RolloutBlockedError) for code in cls.codes]
     assert [code for code in codes if f"`{code}`" not in doc] == []
+
+
+@pytest.mark.parametrize(
+    ("task", "synthetic_target", "outcome"),
+    [
+        (("ordinary", "flow_a", None, False), True, "admission.synthetic_admitted"),
+        (("pre_hook", "flow_a", "flow_a.prepare", False), True, "admission.synthetic_admitted"),
+        (("ordinary", "flow_a", None, False), False, "admission.synthetic_target_required"),
+        (("pre_hook", "flow_a", "flow_a.prepare", True), True, "admission.task_shape_invalid"),
+        (("native", "model.x.y", None, False), True, "admission.unknown_task"),
+        (("ordinary", "not_a_member", None, False), True, "admission.unknown_task"),
+    ],
+)
+def test_synthetic_family_admission_is_narrow(task, synthetic_target, outcome):
+    from datetime import UTC, datetime
+
+    from dpone_dagster.release.admission import AdmissionView, RuntimeTask, admit
+
+    members = frozenset({RuntimeTask(TaskKind.ORDINARY, "flow_a"), RuntimeTask(TaskKind.PRE_HOOK, "flow_a", "flow_a.prepare")})
+    view = AdmissionView("sha256:" + "0" * 64, "synthetic", None, 0, members)
+    kind, workload, hook, xcom = task
+    decision = admit(view, RuntimeTask(TaskKind(kind), workload, hook, xcom), now=datetime.now(UTC), current_revocation_epoch=0, synthetic_target=synthetic_target)
+    assert (decision.reason if isinstance(decision.reason, str) else decision.reason.value) == outcome
+    assert decision.admitted is (outcome == "admission.synthetic_admitted")
+    development = AdmissionView(view.release_id, "development", datetime(2999, 1, 1, tzinfo=UTC), 0, members)
+    assert not admit(development, RuntimeTask(TaskKind.ORDINARY, "flow_a"), now=datetime.now(UTC), current_revocation_epoch=0, synthetic_target=True).admitted
