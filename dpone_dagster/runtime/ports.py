@@ -60,6 +60,7 @@ class RuntimePortError(CodedError):
         "runtime.no_plan": "The task has no executable plan in this release (native dbt tasks are delivered, never executed here).",
         "runtime.connection_outside_sandbox": "A connection credential does not name a database file of the synthetic runtime's own lake.",
         "runtime.connection_source_missing": "A read connection names a database the synthetic runtime does not have.",
+        "runtime.connection_unavailable": "A connection's database could not be opened (for example another run holds its lock); retry when it is free.",
         "runtime.writer_ambiguous": "A task must have exactly one write connection for the writer to write into.",
         "runtime.statement_failed": "A statement of the task failed; the message names the release file.",
         "runtime.gate_probe": "The rollout gate probes admission only: any port it reaches is counted and refused.",
@@ -199,7 +200,12 @@ class SandboxWriter:
                 database = self._database(str(credentials[connection.alias]), must_exist=connection.access == "read")
                 mode = " (READ_ONLY)" if connection.access == "read" else ""
                 quoted = str(database).replace("'", "''")
-                conn.execute(f"ATTACH '{quoted}' AS {connection.alias}{mode}")
+                try:
+                    conn.execute(f"ATTACH '{quoted}' AS {connection.alias}{mode}")
+                except duckdb.Error as error:
+                    raise RuntimePortError(
+                        "runtime.connection_unavailable", f"connection {connection.alias!r} cannot be opened ({type(error).__name__})"
+                    ) from None
             conn.execute(f"USE {writers[0]}")
             for path, data in sources:
                 try:

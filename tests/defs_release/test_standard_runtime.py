@@ -268,3 +268,14 @@ def test_synthetic_family_admission_is_narrow(task, synthetic_target, outcome):
     assert decision.admitted is (outcome == "admission.synthetic_admitted")
     development = AdmissionView(view.release_id, "development", datetime(2999, 1, 1, tzinfo=UTC), 0, members)
     assert not admit(development, RuntimeTask(TaskKind.ORDINARY, "flow_a"), now=datetime.now(UTC), current_revocation_epoch=0, synthetic_target=True).admitted
+
+
+def test_a_connection_that_cannot_be_opened_is_a_clean_coded_failure(copied_release, env_of, monkeypatch):
+    setup = env_of(copied_release)
+    (setup.settings.synthetic_runtime_root / "lake" / "blocked.duckdb").mkdir(parents=True)
+    for key, value in {**LAKE_ENV, "DPONE_CONNECTION_FLOW_LAKE": "blocked.duckdb"}.items():
+        monkeypatch.setenv(key, value)
+    with dg.instance_for_test() as instance:
+        result = _jobs(setup)["synthetic__ordinary__customer_order_counts"].execute_in_process(instance=instance, raise_on_error=False)
+        failure = _failure(result)
+    assert failure.error.message.startswith("dagster._core.definitions.events.Failure: [runtime.connection_unavailable]")
