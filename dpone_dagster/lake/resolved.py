@@ -40,7 +40,7 @@ from dpone_dagster.lake.defer import (
     TableName,
 )
 from dpone_dagster.lake.naming import lake_alias
-from dpone_dagster.lake.sql import CredentialResolver, Statement, quote_ident
+from dpone_dagster.lake.sql import CredentialResolver, Statement, quote_ident, sql_string
 
 log = logging.getLogger(__name__)
 
@@ -179,8 +179,10 @@ class ResolvedLake:
             _run(conn, statement, credentials)
         try:
             _run(conn, self.target, credentials)
-            mark = f"{self._target_digest}:{_attached_oid(conn, self.alias)}"
-            conn.execute(f"SET VARIABLE {quote_ident(self._mark_variable)} = ?", [mark])
+            conn.execute(
+                f"SET VARIABLE {quote_ident(self._mark_variable)} = {sql_string(self._target_digest + ':')} "
+                f"|| (SELECT database_oid FROM duckdb_databases() WHERE database_name = {sql_string(self.alias)})"
+            )
         except Exception as exc:
             if "does not match existing data path" in str(exc):
                 raise DataPathDriftError(
@@ -249,10 +251,13 @@ class ResolvedLake:
     def _refuse_foreign_alias(self, conn) -> None:
         """`ATTACH IF NOT EXISTS` keeps whatever is attached under the alias: refuse unless it is
         this very target (attached by an earlier `apply()` of the same resolution)."""
-        oid = _attached_oid(conn, self.alias)
-        if oid is None:
+        row = conn.execute(
+            f"SELECT database_oid, getvariable({sql_string(self._mark_variable)}) FROM duckdb_databases() "
+            f"WHERE database_name = {sql_string(self.alias)}"
+        ).fetchone()
+        if row is None:
             return
-        mark = conn.execute("SELECT getvariable(?)", [self._mark_variable]).fetchone()[0]
+        oid, mark = row
         if mark != f"{self._target_digest}:{oid}":
             raise AliasAttachedElsewhereError(
                 f"this connection already has {self.alias!r} attached to another place than "
@@ -296,12 +301,6 @@ class ResolvedLake:
             Path(self.catalog.target).parent.mkdir(parents=True, exist_ok=True)
         if "://" not in self.data_path:
             Path(self.data_path).mkdir(parents=True, exist_ok=True)
-
-
-def _attached_oid(conn, alias: str) -> int | None:
-    """The oid of the database attached as `alias` (a re-attach gets a new one), or None."""
-    row = conn.execute("SELECT database_oid FROM duckdb_databases() WHERE database_name = ?", [alias]).fetchone()
-    return None if row is None else row[0]
 
 
 _EXISTING_SQL = (
