@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import duckdb
 import psycopg
@@ -261,3 +262,26 @@ def test_guards_refuse_anything_outside_fork_namespaces_and_prefixes(tmp_path):
     )
     with pytest.raises(LakeError):
         registered_prefix(record)
+
+
+class WriterDuringSweep(LocalPrefixes):
+    """Deletes the prefix, then a still-running writer puts one more file under it."""
+
+    def delete_prefix(self, prefix, storage):
+        count = super().delete_prefix(prefix, storage)
+        late = Path(prefix) / "main" / "late.parquet"
+        late.parent.mkdir(parents=True, exist_ok=True)
+        late.write_bytes(b"late")
+        return count
+
+
+def test_a_row_whose_prefix_refills_during_the_sweep_stays(embedded_lake):
+    env = embedded_lake
+    Workspaces(env.config).create_fork("wm-fork-a", "prod", owner="alice")
+    materialize(env, "wm-fork-a", "t", "SELECT 1 AS x")
+    ports = CleanupPorts(storage=StorageAdapters(local=WriterDuringSweep()))
+    first = Workspaces(env.config, cleanup_ports=ports).drop("wm-fork-a", actor="alice")
+    assert [(r.phase, r.code) for r in first.cleanup.leftovers] == [("data", "lake.prefix_not_empty")]
+    assert len(ledger_rows(env, "wm-fork-a")) == 1 and fork_places(env, "wm-fork-a")[1]
+    second = Workspaces(env.config).drop("wm-fork-a", actor="alice")
+    assert second.cleanup.complete and fork_places(env, "wm-fork-a") == ([], [])
