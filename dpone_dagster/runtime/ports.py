@@ -197,6 +197,8 @@ class SandboxWriter:
             raise RuntimePortError("runtime.writer_ambiguous", f"the task has {len(writers)} write connections")
         with duckdb.connect() as conn:
             for connection in self.workload.connections:
+                if connection.alias not in credentials:
+                    raise RuntimePortError("runtime.connection_unavailable", f"no credential was resolved for {connection.alias!r}")
                 database = self._database(str(credentials[connection.alias]), must_exist=connection.access == "read")
                 mode = " (READ_ONLY)" if connection.access == "read" else ""
                 quoted = str(database).replace("'", "''")
