@@ -88,8 +88,8 @@ def _values(event) -> dict[str, object]:
 
 
 def test_observation_job_reports_deferred_fork_materialized_and_absent(fork_with_one_model):
-    job = build_fork_state_observation_job(lambda: KEYS)
     with acting_as(FORK) as ducklake:
+        job = build_fork_state_observation_job(lambda: KEYS)
         result = job.execute_in_process(resources={"ducklake": ducklake})
     assert result.success
     seen = {e.asset_key: _values(e) for e in result.asset_observations_for_node("observe_fork_state")}
