@@ -117,7 +117,10 @@ def bound_executor(inner: ExecutorDefinition) -> BoundExecutorDefinition:
     """`inner` with the same name, config schema and requirements, checking the run's workspace first."""
     create = inner.executor_creation_fn
     if create is None:
-        raise WorkspaceError("an executor without a creation function cannot be bound to the deployment")
+        raise WorkspaceError(
+            "an executor without a creation function cannot be bound to the deployment",
+            code="workspace.executor_unbindable",
+        )
     return BoundExecutorDefinition(
         name=inner.name,
         config_schema=inner.config_schema,
