@@ -195,6 +195,13 @@ def set_incarnation_state(conn: Connection, workspace_id: str, incarnation: str,
     return conn.execute(inc.update().where(where).values(state=state, updated_at=now)).rowcount
 
 
+def is_current_incarnation(conn: Connection, workspace_id: str, incarnation: str) -> bool:
+    """True while `incarnation` is the id's current, active one (a read: the attach-time check)."""
+    if incarnation == LEGACY_INCARNATION:
+        return conn.execute(sa.select(workspace.c.id).where(workspace.c.id == workspace_id)).first() is not None
+    return incarnation_state(conn, workspace_id) == (incarnation, ACTIVE)
+
+
 def touch_active_incarnation(conn: Connection, workspace_id: str, incarnation: str, now: str) -> bool:
     """The registration fence: True only while `incarnation` is the id's current, active one.
 

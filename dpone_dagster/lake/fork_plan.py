@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from dpone_dagster.config import DponeConfig, LakeConfig
 from dpone_dagster.control.store import open_store
-from dpone_dagster.control.workspace_tables import touch_active_incarnation
+from dpone_dagster.control.workspace_tables import is_current_incarnation
 from dpone_dagster.errors import LakeError
 from dpone_dagster.lake.attach import (
     ANCESTOR_OWNED_OPTIONS,
@@ -54,7 +54,7 @@ from dpone_dagster.lake.naming import (
     lake_alias,
 )
 from dpone_dagster.lake.ports import CatalogFacts, Clock, LiveViewTriples, Namespace, utc_now
-from dpone_dagster.lake.registry import CACHE, NamespaceRecord, RegistrationCache, register
+from dpone_dagster.lake.registry import CACHE, ForkDroppingError, NamespaceRecord, RegistrationCache, register
 from dpone_dagster.lake.defer import DeferPlan, DeferView, LiveViews, TableName
 from dpone_dagster.lake.resolved import AncestorAttach, ResolvedLake, metadata_catalog, root_resolution
 from dpone_dagster.lake.roles import confine, s3_access_warning
@@ -235,6 +235,16 @@ def _defer_views(
     return views, sorted(skipped), missing
 
 
+def _require_current(config: DponeConfig, workspace_id: str, incarnation: str) -> None:
+    with open_store(config.control_store).connect() as conn:
+        current = is_current_incarnation(conn, workspace_id, incarnation)
+    if not current:
+        raise ForkDroppingError(
+            f"workspace {workspace_id!r} was dropped (or re-created) after this plan was made; "
+            "resolve again"
+        )
+
+
 def _register(workspace_id: str, lake: str, own: LakeConfig, me: PhysicalLake, config: DponeConfig, ports: LakePorts) -> None:
     record = NamespaceRecord(
         workspace_id=workspace_id,
@@ -313,6 +323,7 @@ def resolve_workspace_lake(
         read_live=lambda: _by_name(adapter.live_views(me.namespace)),
         metadata_catalog=metadata_catalog(alias, option_value(options, "METADATA_CATALOG")),
         on_missing=lambda gone: mark_missing(config, lake, sorted({(v.owner_workspace, v.source) for v in gone})),
+        fence=lambda: _require_current(config, workspace_id, view.incarnation),
     )
 
 

@@ -4,9 +4,10 @@ Built by `resolve.root_resolution` (the root, or a lake a fork shares) and by `f
 `statements()` redacts credentials by default; only `apply()` (or `statements(redact=False)`)
 reads them, at that moment, from the referenced environment variables.
 
-What a reader could get wrong: `apply()` refuses a connection on which the lake's alias is already
-attached to another place (DuckDB's `ATTACH IF NOT EXISTS` would silently keep the old attach, and
-the job would read and write there); an alias attached to the very same target is reused. A fork's
+What a reader could get wrong: the target is attached with a plain `ATTACH` (never `IF NOT
+EXISTS`, which would silently keep whatever is attached under the alias, and the job would read
+and write there): an alias taken by another place is refused, one taken by an earlier `apply()` of
+the very same target (remembered in a session variable with that attach's oid) is reused. A fork's
 `transition` and `views` depend on the views live in its catalog: `apply()` reads them from the
 fork catalog it has just attached, in the same session; only code that inspects the plan without
 applying it (`statements()`, `views`, `transition`) reads them apart.
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -52,6 +54,9 @@ class DataPathDriftError(LakeError):
 class AliasAttachedElsewhereError(LakeError):
     code = "lake.alias_attached_elsewhere"
 
+
+FENCE_GRACE_S = 1.0
+"""A plan younger than this is applied without re-reading its fork's incarnation state."""
 
 ATTACH_MARK_VARIABLE = "__dpone_attach_{alias}"
 """Session variable naming the target a resolution attached under `alias` and that attach's
@@ -112,10 +117,16 @@ class ResolvedLake:
     read_live: Callable[[], LiveViews] | None = field(default=None, compare=False, repr=False)
     """Reads the live views without a session (opens the fork catalog apart); inspection only."""
     metadata_catalog: str = ""
+    """Where the session finds the fork's catalog tables once attached (DuckDB-file catalogs)."""
     on_missing: Callable[[Sequence[DeferView]], None] | None = field(default=None, compare=False, repr=False)
     """Told which defer views lost their source (the owner's table no longer exists); fork
     resolution records those tables as `missing`."""
-    """Where the session finds the fork's catalog tables once attached (DuckDB-file catalogs)."""
+    fence: Callable[[], None] | None = field(default=None, compare=False, repr=False)
+    """Raises when the fork's incarnation is no longer the current, active one (dropping, dropped
+    or re-created since this plan was made); `apply()` calls it before attaching anything when the
+    plan is older than `FENCE_GRACE_S`, so a plan held across a drop (dbt applies one plan per
+    connection) cannot re-create the namespace. A younger plan read the same state when it was made."""
+    planned_at: float = field(default_factory=time.monotonic, compare=False, repr=False)
 
     @cached_property
     def _planned_live(self) -> LiveViews:
@@ -151,7 +162,7 @@ class ResolvedLake:
         ancestor_statements = [s for a in self.ancestors for s in a.statements]
         return [
             *self.setup,
-            self.target,
+            self.target_attach,
             *self._drop_statements(),
             *ancestor_statements,
             *self._view_statements(self.views),
@@ -173,25 +184,12 @@ class ResolvedLake:
         The target attach and everything else must succeed.
         """
         warnings = list(self.warnings)
-        self._refuse_foreign_alias(conn)
+        if self.fence is not None and time.monotonic() - self.planned_at > FENCE_GRACE_S:
+            self.fence()
         self._prepare_local_paths()
         for statement in self.setup:
             _run(conn, statement, credentials)
-        try:
-            _run(conn, self.target, credentials)
-            conn.execute(
-                f"SET VARIABLE {quote_ident(self._mark_variable)} = {sql_string(self._target_digest + ':')} "
-                f"|| (SELECT database_oid FROM duckdb_databases() WHERE database_name = {sql_string(self.alias)})"
-            )
-        except Exception as exc:
-            if "does not match existing data path" in str(exc):
-                raise DataPathDriftError(
-                    f"lake {self.lake!r} of workspace {self.workspace_id!r} was created with a "
-                    "different data path than its settings give now; its existing files would be "
-                    "misread, so it is not attached (restore the data path, or drop and recreate "
-                    "the fork)"
-                ) from None
-            raise
+        self._attach_target(conn, credentials)
         live = self._session_live(conn)
         for statement in self._drop_statements(self.defer.transition(live)):
             _run(conn, statement, credentials)
@@ -241,6 +239,34 @@ class ResolvedLake:
             raise
 
     @property
+    def target_attach(self) -> Statement:
+        """The target ATTACH as run: plain `ATTACH`, so an alias already taken fails instead of
+        being kept silently (`ATTACH IF NOT EXISTS` would keep whatever is attached there)."""
+        head, *rest = self.target.parts
+        if isinstance(head, str) and head.startswith("ATTACH IF NOT EXISTS "):
+            return Statement(("ATTACH " + head.removeprefix("ATTACH IF NOT EXISTS "), *rest))
+        return self.target
+
+    def _attach_target(self, conn, credentials: CredentialResolver | None) -> None:
+        try:
+            _run(conn, self.target_attach, credentials)
+        except Exception as exc:
+            if "does not match existing data path" in str(exc):
+                raise DataPathDriftError(
+                    f"lake {self.lake!r} of workspace {self.workspace_id!r} was created with a "
+                    "different data path than its settings give now; its existing files would be "
+                    "misread, so it is not attached (restore the data path, or drop and recreate "
+                    "the fork)"
+                ) from None
+            if self._attached_by_this_plan(conn):
+                return
+            raise
+        conn.execute(
+            f"SET VARIABLE {quote_ident(self._mark_variable)} = {sql_string(self._target_digest + ':')} "
+            f"|| (SELECT database_oid FROM duckdb_databases() WHERE database_name = {sql_string(self.alias)})"
+        )
+
+    @property
     def _mark_variable(self) -> str:
         return ATTACH_MARK_VARIABLE.format(alias=self.alias)
 
@@ -248,15 +274,15 @@ class ResolvedLake:
     def _target_digest(self) -> str:
         return hashlib.sha256(self.target.render(redact=True).encode()).hexdigest()
 
-    def _refuse_foreign_alias(self, conn) -> None:
-        """`ATTACH IF NOT EXISTS` keeps whatever is attached under the alias: refuse unless it is
-        this very target (attached by an earlier `apply()` of the same resolution)."""
+    def _attached_by_this_plan(self, conn) -> bool:
+        """After a failed target ATTACH: False when the alias is free (the failure was something
+        else), True when an earlier `apply()` attached this very target there, else refuse."""
         row = conn.execute(
             f"SELECT database_oid, getvariable({sql_string(self._mark_variable)}) FROM duckdb_databases() "
             f"WHERE database_name = {sql_string(self.alias)}"
         ).fetchone()
         if row is None:
-            return
+            return False
         oid, mark = row
         if mark != f"{self._target_digest}:{oid}":
             raise AliasAttachedElsewhereError(
@@ -264,6 +290,7 @@ class ResolvedLake:
                 f"{self.workspace_id!r}'s lake {self.lake!r}; detach it (or use a new connection) "
                 "before applying this resolution"
             )
+        return True
 
     def _session_live(self, conn) -> LiveViews:
         if not self.fork_mode or not (self.defer.wanted or self.defer.retargets):

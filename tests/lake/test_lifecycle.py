@@ -6,6 +6,8 @@ control store and one lake, which is all two processes share.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import sqlalchemy as sa
 
@@ -13,6 +15,8 @@ from dpone_dagster.control.lake_tables import fork_ducklake_namespace as ledger
 from dpone_dagster.control.store import open_store
 from dpone_dagster.errors import DponeError
 from dpone_dagster.lake.cleanup import registered_prefix
+from dpone_dagster.lake.duck import connect
+from dpone_dagster.lake.resolved import FENCE_GRACE_S
 from dpone_dagster.lake.fork_plan import LakePorts, resolve_workspace_lake
 from dpone_dagster.lake.registry import ForkDroppingError, NamespaceRecord, RegistrationCache, records, register
 from dpone_dagster.lake.resolve import parse_targets, resolve
@@ -78,6 +82,14 @@ def test_a_dropped_incarnation_is_refused_resolution_and_registration(embedded_l
     record = _ledger(env)[0]
 
     service.drop(FORK, actor="alice")
+    held = replace(stale, planned_at=stale.planned_at - 2 * FENCE_GRACE_S)  # a plan kept, e.g. by dbt
+    conn = connect(extensions=stale.extensions)
+    try:
+        with pytest.raises(ForkDroppingError):  # a plan held across the drop attaches nothing
+            held.apply(conn)
+    finally:
+        conn.close()
+    assert fork_places(env, FORK) == ([], [])
     with pytest.raises(DponeError) as refused:
         resolve(FORK, config=env.config)
     assert refused.value.code in ("workspace.dropping", "workspace.unknown")

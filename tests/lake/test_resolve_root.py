@@ -30,7 +30,7 @@ def test_root_attach_writes_and_reads_real_files(lake_env):
 def test_statements_redact_credentials(pg_s3_lake):
     resolved = resolve("prod", config=pg_s3_lake.config)
     shown = "\n".join(resolved.statements())
-    assert resolved.data_path in shown and "ATTACH IF NOT EXISTS" in shown
+    assert resolved.data_path in shown and "ATTACH 'ducklake:postgres:" in shown
     secret = os.environ["DPONE_TEST_S3_SECRET"]
     key_id = os.environ["DPONE_TEST_S3_KEY_ID"]
     assert secret not in shown and key_id not in shown and "<redacted>" in shown

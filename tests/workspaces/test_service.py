@@ -135,7 +135,7 @@ def test_cli_round_trip(config, monkeypatch):
     assert main["namespace"].startswith("wm_fork_") and "__wm_forks" in main["data_path"]
 
     sql = runner.invoke(app, ["lake", "sql", "wm-fork-cli", "main", "--target", "orders"])
-    assert sql.exit_code == 0 and "ATTACH IF NOT EXISTS" in sql.output and main["namespace"] in sql.output
+    assert sql.exit_code == 0 and "ATTACH 'ducklake:" in sql.output and main["namespace"] in sql.output
 
     refused = runner.invoke(app, ["fork", "drop", "wm-fork-cli", "--as", "mallory"])
     assert refused.exit_code == 1 and "workspace.permission_denied" in refused.output
