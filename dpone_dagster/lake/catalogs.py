@@ -55,8 +55,10 @@ class PostgresCatalog:
         from psycopg.conninfo import make_conninfo
 
         extra = {"connect_timeout": CONNECT_TIMEOUT_S}
-        if namespace.catalog.password_env:
-            extra["password"] = self.credentials(namespace.catalog.password_env)
+        # the location decides: an owner credential from its env var, or a fork role's stored one
+        password = namespace.catalog.connect_password(self.credentials)
+        if password is not None:
+            extra["password"] = password
         try:
             return psycopg.connect(make_conninfo(namespace.catalog.target, **extra), autocommit=True)
         except psycopg.Error:

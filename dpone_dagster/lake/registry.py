@@ -34,6 +34,10 @@ from dpone_dagster.lake.attach import CatalogLocation
 from dpone_dagster.lake.ports import Clock, utc_now
 
 REGISTRATION_TTL = timedelta(seconds=60)
+# StorageConfig fields added after ledger rows existed: omitted from `storage_json` while None
+LATER_STORAGE_FIELDS = frozenset(
+    {"read_only_key_id_env", "read_only_secret_env", "fork_key_id_env", "fork_secret_env"}
+)
 
 
 class ForkDroppingError(WorkspaceError):
@@ -65,7 +69,12 @@ class NamespaceRecord:
 
     @property
     def storage_json(self) -> str:
-        return canonical(self.storage.model_dump(mode="json") if self.storage else None)
+        """Fields added after the ledger existed are left out while unset, so a location registered
+        before them keeps its `location_key` (no duplicate row per location after an upgrade)."""
+        if self.storage is None:
+            return canonical(None)
+        dumped = self.storage.model_dump(mode="json")
+        return canonical({k: v for k, v in dumped.items() if not (k in LATER_STORAGE_FIELDS and v is None)})
 
     @property
     def location_key(self) -> str:
