@@ -79,12 +79,36 @@ def drop(
         typer.echo(f"orphaned fork {orphan} (stays isolated)")
     for ws, lake, schema in result.cleanup.cleaned:
         typer.echo(f"cleaned {ws} lake {lake} namespace {schema}")
+    for ws, lake, schema in result.cleanup.tombstones:
+        typer.echo(f"swept {ws} lake {lake} ({schema}): re-swept by later cleanups (`dpone fork sweep`)")
+    _report_sweep(result.others_swept)
     for row in result.cleanup.leftovers:
         typer.echo(
             f"left for retry: {row.workspace_id} lake {row.lake} ({row.phase} phase, {row.code})",
             err=True,
         )
     if result.cleanup.leftovers:
+        raise typer.Exit(2)
+
+
+def _report_sweep(report) -> None:
+    if report.objects_deleted:
+        typer.echo(f"removed {report.objects_deleted} late-written object(s) under swept prefixes")
+    for ws, lake, _ in report.retired:
+        typer.echo(f"retired tombstone {ws} lake {lake} (prefix empty after the grace period)")
+    for row in report.leftovers:
+        typer.echo(f"tombstone left for retry: {row.workspace_id} lake {row.lake} ({row.code})", err=True)
+
+
+@app.command("sweep")
+@reported
+def sweep() -> None:
+    """Sweep again the prefixes of dropped forks whose late writers the drop could not rule out
+    (PostgreSQL catalogs); a tombstone goes once its prefix stays empty past the grace period."""
+    report = _service().sweep()
+    _report_sweep(report)
+    typer.echo(f"{len(report.tombstones)} tombstone(s) still pending, {len(report.retired)} retired")
+    if report.leftovers:
         raise typer.Exit(2)
 
 
@@ -104,6 +128,8 @@ def list_(as_json: bool = typer.Option(False, "--json")) -> None:
             notes.append("shared: " + ",".join(r.shared_lakes))
         if r.pending_cleanup:
             notes.append(f"{r.pending_cleanup} namespace(s) pending cleanup")
+        if r.tombstones:
+            notes.append(f"{r.tombstones} swept prefix(es) re-swept until empty past the grace period")
         typer.echo(f"{r.id}\tparent={r.parent_id or '-'}\towner={r.owner or '-'}\t{'; '.join(notes)}")
 
 

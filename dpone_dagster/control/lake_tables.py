@@ -10,6 +10,11 @@
   SHA-256 of their canonical JSON, so long values never hit an index size limit), so settings
   drift adds rows instead of replacing them. No foreign key to `workspace`: a row outlives its workspace until
   both its schema and its data are gone.
+- `fork_prefix_tombstone`: a ledger row whose schema is gone and whose prefix was swept empty, but
+  where a writer the drop could not prove gone (PostgreSQL catalogs) may still upload files: the row
+  moves here (same columns, in the same transaction) with `swept_at`, and later cleanups sweep the
+  prefix again until one after the grace period finds it empty. Its own table, so `create_all` adds
+  it to an existing store.
 
 What a reader could get wrong: `catalog` and `storage` are canonical JSON of credential-free
 identities (environment-variable *names*, never values).
@@ -61,4 +66,18 @@ fork_ducklake_namespace = sa.Table(
     sa.Column("data_path", sa.Text, nullable=False),
     sa.Column("metadata_schema", sa.String(63), nullable=False),
     sa.Column("schema_dropped", sa.Boolean, nullable=False, default=False),
+)
+
+fork_prefix_tombstone = sa.Table(
+    "fork_prefix_tombstone",
+    METADATA,
+    sa.Column("workspace_id", WORKSPACE_ID, primary_key=True),
+    sa.Column("ducklake_name", sa.String(63), primary_key=True),
+    sa.Column("location_key", sa.String(64), primary_key=True),
+    sa.Column("catalog", sa.Text, nullable=False),
+    sa.Column("storage", sa.Text, nullable=False),
+    sa.Column("storage_ref", sa.String(200), nullable=False),
+    sa.Column("data_path", sa.Text, nullable=False),
+    sa.Column("metadata_schema", sa.String(63), nullable=False),
+    sa.Column("swept_at", sa.String(32), nullable=False),
 )

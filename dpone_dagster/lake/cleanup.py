@@ -12,6 +12,14 @@ A row is deleted only after both phases succeed; anything else stays for the nex
 DuckDB-file fork catalog still attached by a live connection is not dropped (`lake.catalog_busy`):
 the row stays, so whatever that connection goes on writing stays covered until a later pass.
 
+Late writers on PostgreSQL catalogs: before any schema is dropped the fork's writer and reader roles
+are fenced (`roles.fence_roles`: NOLOGIN, their sessions terminated), so a live connection's next
+commit fails. DuckLake uploads data files *before* it commits, so files of a statement in flight can
+still land under the swept prefix: a PostgreSQL row therefore becomes a tombstone (same transaction)
+instead of vanishing, and every later cleanup — the next drop of any workspace, `drop_fork_job`,
+`dpone fork sweep` — sweeps the prefix again; the tombstone goes once a sweep at least
+`TOMBSTONE_GRACE` after the last one that found files finds the prefix empty.
+
 What a reader could get wrong: the registered identities may point somewhere the fork's current
 settings no longer do — that is the point (settings drift must not orphan what the fork wrote).
 """
@@ -20,6 +28,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field, replace
+from datetime import timedelta
 
 from dpone_dagster.config import DponeConfig, StorageConfig, load_config, resolve_secret
 from dpone_dagster.contracts.workspace_ids import check_workspace_id
@@ -29,18 +38,25 @@ from dpone_dagster.errors import ConfigError, DponeError, LakeError
 from dpone_dagster.lake.catalogs import CatalogAdapters
 from dpone_dagster.lake.naming import FORK_DATA_DIR, is_fork_schema, is_fork_segment_of
 from dpone_dagster.lake.object_store import StorageAdapters
-from dpone_dagster.lake.ports import Namespace
-from dpone_dagster.lake.roles import drop_roles
+from dpone_dagster.lake.ports import Clock, Namespace, utc_now
+from dpone_dagster.lake.roles import drop_roles, fence_roles
 from dpone_dagster.lake.registry import (
     CACHE,
     NamespaceRecord,
     RegistrationCache,
     delete_record,
+    delete_tombstone,
     mark_schema_dropped,
     records,
+    to_tombstone,
+    tombstones,
 )
 
 log = logging.getLogger(__name__)
+
+# how long a swept prefix of a PostgreSQL-catalog fork keeps being re-swept after the last sweep
+# that found (or first removed) files: covers a statement already uploading when the drop fenced it
+TOMBSTONE_GRACE = timedelta(hours=1)
 
 
 class UnsafeLedgerRowError(LakeError):
@@ -66,6 +82,9 @@ class CleanupReport:
     cleaned: list[tuple[str, str, str]] = field(default_factory=list)
     leftovers: list[LeftoverRow] = field(default_factory=list)
     objects_deleted: int = 0
+    # (workspace, lake, namespace) of tombstones kept for a later re-sweep / retired by this pass
+    tombstones: list[tuple[str, str, str]] = field(default_factory=list)
+    retired: list[tuple[str, str, str]] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -81,6 +100,8 @@ class CleanupPorts:
     catalogs: CatalogAdapters = field(default_factory=CatalogAdapters)
     storage: StorageAdapters = field(default_factory=StorageAdapters)
     registrations: RegistrationCache = CACHE
+    clock: Clock = utc_now
+    tombstone_grace: timedelta = TOMBSTONE_GRACE
 
 
 def registered_prefix(record: NamespaceRecord) -> str:
@@ -146,11 +167,11 @@ def _clean_one(
         if prefix.startswith("s3://") and not _credentials_present(storage):
             storage = _donor_storage(record, donor, config)
         store = ports.storage.for_prefix(prefix)
-        report.objects_deleted += store.delete_prefix(prefix, storage)
+        deleted = store.delete_prefix(prefix, storage)
+        report.objects_deleted += deleted
         if store.list_prefix(prefix, storage):
             raise PrefixNotEmptyError("objects appeared under the fork's prefix while it was swept")
-        delete_record(engine, record)
-        report.cleaned.append((record.workspace_id, record.ducklake_name, record.metadata_schema))
+        _settle(record, deleted, ports, engine, report)
     except Exception as exc:
         code = exc.code if isinstance(exc, DponeError) else "lake.cleanup_failed"
         log.warning(
@@ -173,6 +194,42 @@ def _clean_one(
         )
 
 
+def _settle(record: NamespaceRecord, deleted: int, ports: CleanupPorts, engine, report: CleanupReport) -> None:
+    """A swept-empty location: delete its row, or keep/refresh/retire its tombstone."""
+    key = (record.workspace_id, record.ducklake_name, record.metadata_schema)
+    now = ports.clock()
+    if record.swept_at is None and record.catalog.kind == "duckdb":
+        delete_record(engine, record)  # the catalog drop proved no connection had it attached
+    elif record.swept_at is None or deleted:
+        to_tombstone(engine, record, now)  # first sweep, or a late writer was found: grace restarts
+        report.tombstones.append(key)
+    elif now - record.swept_at < ports.tombstone_grace:
+        report.tombstones.append(key)
+        return
+    else:
+        delete_tombstone(engine, record)
+        report.retired.append(key)
+        return
+    if record.swept_at is None:
+        report.cleaned.append(key)
+
+
+def sweep_tombstones(
+    *, config: DponeConfig | None = None, ports: CleanupPorts | None = None, exclude: tuple[str, ...] = ()
+) -> CleanupReport:
+    """Re-sweep the tombstones of every workspace (but `exclude`): a late writer's files go, and a
+    tombstone whose grace has passed with an empty prefix is retired."""
+    config = config or load_config()
+    ports = ports or CleanupPorts()
+    engine = open_store(config.control_store)
+    with engine.connect() as conn:
+        rows = [r for r in tombstones(conn) if r.workspace_id not in exclude]
+    report = CleanupReport()
+    for record in rows:
+        _clean_one(record, ports, engine, report, None, config)
+    return report
+
+
 def drop_fork_namespaces(
     workspace_id: str,
     *,
@@ -190,8 +247,10 @@ def drop_fork_namespaces(
         owners = [workspace_id]
         if include_deleted_children:
             owners += [c for c in deleted_children(conn, workspace_id) if c != workspace_id]
-        rows = records(conn, owners)
+        rows = records(conn, owners) + tombstones(conn, owners)
     report = CleanupReport()
+    for left in fence_roles(owners, config):
+        report.leftovers.append(LeftoverRow(left.workspace_id, left.lake, left.role, "fence", left.code, False))
     for record in rows:
         _clean_one(record, ports, engine, report, credential_donor, config)
     blocked = {row.workspace_id for row in report.schemas_pending}

@@ -21,13 +21,14 @@ import json
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from dpone_dagster.config import StorageConfig
 from dpone_dagster.control.lake_tables import fork_ducklake_namespace as ledger
+from dpone_dagster.control.lake_tables import fork_prefix_tombstone as tombstone_table
 from dpone_dagster.control.workspace_tables import touch_active_incarnation
 from dpone_dagster.errors import WorkspaceError
 from dpone_dagster.lake.attach import CatalogLocation
@@ -60,6 +61,7 @@ class NamespaceRecord:
     storage_ref: str
     data_path: str
     schema_dropped: bool = False
+    swept_at: datetime | None = None  # set on a tombstone (see `to_tombstone`)
 
     @property
     def catalog_json(self) -> str:
@@ -93,7 +95,8 @@ class NamespaceRecord:
             storage=StorageConfig.model_validate(storage) if storage is not None else None,
             storage_ref=row.storage_ref,
             data_path=row.data_path,
-            schema_dropped=bool(row.schema_dropped),
+            schema_dropped=bool(getattr(row, "schema_dropped", True)),
+            swept_at=datetime.fromisoformat(row.swept_at) if getattr(row, "swept_at", None) else None,
         )
 
 
@@ -191,3 +194,50 @@ def mark_schema_dropped(engine: Engine, record: NamespaceRecord) -> None:
 def delete_record(engine: Engine, record: NamespaceRecord) -> None:
     with engine.begin() as conn:
         conn.execute(ledger.delete().where(_key(record)))
+
+
+def _key_of(table, record: NamespaceRecord):
+    return sa.and_(
+        table.c.workspace_id == record.workspace_id,
+        table.c.ducklake_name == record.ducklake_name,
+        table.c.location_key == record.location_key,
+    )
+
+
+def to_tombstone(engine: Engine, record: NamespaceRecord, swept_at: datetime) -> None:
+    """Move a swept row to `fork_prefix_tombstone` (or refresh its `swept_at`), in one transaction,
+    so the location is covered by one table or the other at every moment."""
+    with engine.begin() as conn:
+        updated = conn.execute(
+            tombstone_table.update().where(_key_of(tombstone_table, record)).values(swept_at=swept_at.isoformat())
+        ).rowcount
+        if not updated:
+            conn.execute(
+                tombstone_table.insert().values(
+                    workspace_id=record.workspace_id,
+                    ducklake_name=record.ducklake_name,
+                    location_key=record.location_key,
+                    catalog=record.catalog_json,
+                    storage=record.storage_json,
+                    storage_ref=record.storage_ref,
+                    data_path=record.data_path,
+                    metadata_schema=record.metadata_schema,
+                    swept_at=swept_at.isoformat(),
+                )
+            )
+        conn.execute(ledger.delete().where(_key(record)))
+
+
+def tombstones(conn: Connection, workspace_ids: Sequence[str] | None = None) -> list[NamespaceRecord]:
+    """Tombstones (of `workspace_ids`, or of every workspace), as records with `swept_at` set."""
+    query = sa.select(tombstone_table).order_by(
+        tombstone_table.c.workspace_id, tombstone_table.c.ducklake_name, tombstone_table.c.location_key
+    )
+    if workspace_ids is not None:
+        query = query.where(tombstone_table.c.workspace_id.in_(list(workspace_ids)))
+    return [NamespaceRecord.from_row(r) for r in conn.execute(query)]
+
+
+def delete_tombstone(engine: Engine, record: NamespaceRecord) -> None:
+    with engine.begin() as conn:
+        conn.execute(tombstone_table.delete().where(_key_of(tombstone_table, record)))

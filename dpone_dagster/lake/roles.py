@@ -10,8 +10,9 @@ Per fork and PostgreSQL lake, dpone provisions (with the lake's admin credential
   a raw INSERT into an ancestor's metadata tables is refused by PostgreSQL itself.
 Passwords are generated, stored in the control-store table `lake_catalog_role` and read at the
 moment an attach statement is rendered (`StoredRolePassword`), like every other credential here.
-Dropping a fork drops its schema and its roles; the rows stay until PostgreSQL confirms, so a
-retried drop finishes the job.
+Dropping a fork first fences its roles (NOLOGIN, sessions terminated: a connection outliving the
+drop cannot commit), then drops its schema and its roles; the rows stay until PostgreSQL confirms,
+so a retried drop finishes the job.
 
 What a reader could get wrong: `RoleCatalogLocation.target` names the *reader* for every member of a
 fork's chain (so the chain still shares one `database_key` and one inspection connection, made as
@@ -344,6 +345,41 @@ class RoleLeftover:
     lake: str
     role: str
     code: str
+
+
+def fence_roles(workspace_ids: Sequence[str], config: DponeConfig) -> list[RoleLeftover]:
+    """Before a drop touches a schema: make the forks' writer and reader roles NOLOGIN and end their
+    sessions, so a connection outliving the drop can neither commit nor reconnect. Roles already
+    gone are skipped; what cannot be fenced is returned (and the drop reports it for a retry)."""
+    from psycopg import Error as PgError
+    from psycopg import sql
+
+    ids = [w for w in workspace_ids if w]
+    with open_store(config.control_store).connect() as conn:
+        rows = conn.execute(
+            sa.select(role_table).where(role_table.c.workspace_id.in_(ids), role_table.c.kind.in_([WRITER, READER]))
+        ).all()
+    by_admin: dict[str, list] = {}
+    for row in rows:
+        by_admin.setdefault(row.admin, []).append(row)
+    leftovers: list[RoleLeftover] = []
+    for admin_json, members in by_admin.items():
+        admin = json.loads(admin_json)
+        try:
+            with _connect(CatalogLocation("postgres", admin["target"], admin["password_env"])) as pg:
+                names = [r.role_name for r in members]
+                for (name,) in pg.execute("SELECT rolname FROM pg_roles WHERE rolname = ANY(%s)", (names,)).fetchall():
+                    pg.execute(sql.SQL("ALTER ROLE {} NOLOGIN").format(sql.Identifier(name)))
+                pg.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE usename = ANY(%s) AND pid <> pg_backend_pid()",
+                    (names,),
+                )
+        except (LakeError, ConfigError, PgError) as exc:
+            code = getattr(exc, "code", "lake.role_fence_failed")
+            log.warning("fencing fork roles stopped: %s (%s)", code, type(exc).__name__)
+            leftovers += [RoleLeftover(r.workspace_id, r.lake, r.role_name, code) for r in members]
+    return leftovers
 
 
 def drop_roles(workspace_ids: Sequence[str], config: DponeConfig) -> list[RoleLeftover]:

@@ -10,23 +10,25 @@ drop, and does not block the creation.
 
 What a reader could get wrong: dropping deletes the workspace row *first* and cleans physical
 namespaces after; a partial cleanup leaves ledger rows that `dpone fork drop ID` (or the Dagster
-job) retries later, even though the workspace no longer exists.
+job) retries later, even though the workspace no longer exists. Every drop also re-sweeps the
+tombstones of *other* workspaces (swept prefixes a late writer may still have written, see
+`lake/cleanup.py`); `sweep()` does only that.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import sqlalchemy as sa
 
 from dpone_dagster.config import DponeConfig, load_config
 from dpone_dagster.control.store import open_store
 from dpone_dagster.errors import WorkspaceError
-from dpone_dagster.lake.cleanup import CleanupPorts, CleanupReport, drop_fork_namespaces
+from dpone_dagster.lake.cleanup import CleanupPorts, CleanupReport, drop_fork_namespaces, sweep_tombstones
 from dpone_dagster.lake.ports import Clock, utc_now
-from dpone_dagster.lake.registry import records
+from dpone_dagster.lake.registry import records, tombstones
 from dpone_dagster.lake.roles import has_roles
 from dpone_dagster.lake.tracking import forget_workspace
 from dpone_dagster.workspaces import repository as repo
@@ -86,6 +88,7 @@ class DropResult:
     workspace_deleted: bool
     orphaned: tuple[str, ...]
     cleanup: CleanupReport
+    others_swept: CleanupReport = field(default_factory=CleanupReport)  # other workspaces' tombstones
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,7 @@ class WorkspaceSummary:
     shared_lakes: tuple[str, ...] = ()
     pending_cleanup: int = 0
     deleted: bool = False
+    tombstones: int = 0  # swept prefixes still re-swept by later cleanups
 
 
 @dataclass
@@ -114,6 +118,13 @@ class Workspaces:
 
     def _now(self) -> str:
         return self.clock().isoformat()
+
+    def _ports(self) -> CleanupPorts:
+        return replace(self.cleanup_ports or CleanupPorts(), clock=self.clock)
+
+    def sweep(self) -> CleanupReport:
+        """Re-sweep every workspace's tombstones (`dpone fork sweep`); no workspace is touched."""
+        return sweep_tombstones(config=self.config, ports=self._ports())
 
     def create_fork(
         self,
@@ -155,7 +166,7 @@ class Workspaces:
             config=self.config,
             include_deleted_children=False,
             credential_donor=parent_id,
-            ports=self.cleanup_ports,
+            ports=self._ports(),
         )
         if leftover.leftovers:
             log.warning(
@@ -188,6 +199,7 @@ class Workspaces:
             if ws is None:
                 if (
                     not records(conn, [workspace_id])
+                    and not tombstones(conn, [workspace_id])
                     and not has_roles(conn, [workspace_id])
                     and not repo.deleted_children(conn, workspace_id)
                 ):
@@ -209,14 +221,15 @@ class Workspaces:
                 forget_workspace(conn, workspace_id)
                 donor = ws.parent_id
         report = drop_fork_namespaces(
-            workspace_id, config=self.config, credential_donor=donor, ports=self.cleanup_ports
+            workspace_id, config=self.config, credential_donor=donor, ports=self._ports()
         )
+        others = sweep_tombstones(config=self.config, ports=self._ports(), exclude=(workspace_id,))
         if report.complete:
             with self.engine.begin() as conn:
                 current = repo.incarnation_state(conn, workspace_id)
                 if current is not None and current[1] == repo.DROPPING:
                     repo.set_incarnation_state(conn, workspace_id, current[0], repo.DROPPED, self._now())
-        return DropResult(workspace_id, ws is not None, orphaned, report)
+        return DropResult(workspace_id, ws is not None, orphaned, report, others)
 
     def set_lake_shared(
         self, workspace_id: str, lake: str, shared: bool, *, actor: str, shared_with: str | None = None
@@ -250,6 +263,7 @@ class Workspaces:
 
     def list(self) -> list[WorkspaceSummary]:
         from dpone_dagster.control.lake_tables import fork_ducklake_namespace as ledger
+        from dpone_dagster.control.lake_tables import fork_prefix_tombstone as swept
         from dpone_dagster.control.workspace_tables import workspace_lake, workspace_tombstone
 
         with self.engine.connect() as conn:
@@ -266,7 +280,10 @@ class Workspaces:
                     sa.select(ledger.c.workspace_id, sa.func.count()).group_by(ledger.c.workspace_id)
                 ).all()
             )
-            tombstones = {
+            swept_count = dict(
+                conn.execute(sa.select(swept.c.workspace_id, sa.func.count()).group_by(swept.c.workspace_id)).all()
+            )
+            deleted_parents = {
                 r.workspace_id: r.parent_id for r in conn.execute(sa.select(workspace_tombstone))
             }
         out = [
@@ -278,13 +295,17 @@ class Workspaces:
                 orphaned=w.is_throwaway and w.parent_id is None,
                 shared_lakes=tuple(sorted(shared.get(w.id, ()))),
                 pending_cleanup=pending.get(w.id, 0),
+                tombstones=swept_count.get(w.id, 0),
             )
             for w in rows
         ]
         live = {w.id for w in rows}
         out += [
-            WorkspaceSummary(ws, tombstones.get(ws), "", "deleted", False, (), count, deleted=True)
-            for ws, count in sorted(pending.items())
+            WorkspaceSummary(
+                ws, deleted_parents.get(ws), "", "deleted", False, (), pending.get(ws, 0),
+                deleted=True, tombstones=swept_count.get(ws, 0),
+            )
+            for ws in sorted(set(pending) | set(swept_count))
             if ws not in live
         ]
         return out

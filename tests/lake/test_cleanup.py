@@ -115,7 +115,9 @@ def test_catalog_down_then_storage_down_then_both_up_leaves_nothing(lake_env):
     assert ledger_rows(lake_env, "wm-fork-a") == []
     assert not namespace_exists(lake_env, "wm-fork-a") and fork_files(lake_env, "wm-fork-a") == []
     assert fingerprint(lake_env) == parent
-    assert [w.id for w in Workspaces(lake_env.config).list() if w.deleted] == []
+    listed = [(w.id, w.pending_cleanup, w.tombstones) for w in Workspaces(lake_env.config).list() if w.deleted]
+    # PostgreSQL: the swept prefixes stay tombstones, re-swept by later cleanups (test_lifecycle.py)
+    assert listed == ([("wm-fork-a", 0, 2)] if lake_env.kind == "pg_s3" else [])
     assert fork_places(lake_env, "wm-fork-a") == ([], [])
 
 
