@@ -7,18 +7,27 @@ control store and one lake, which is all two processes share.
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 
+import duckdb
 import pytest
 import sqlalchemy as sa
 
 from dpone_dagster.control.lake_tables import fork_ducklake_namespace as ledger
 from dpone_dagster.control.store import open_store
 from dpone_dagster.errors import DponeError
-from dpone_dagster.lake.cleanup import registered_prefix
+from dpone_dagster.lake.cleanup import TOMBSTONE_GRACE, registered_prefix
 from dpone_dagster.lake.duck import connect
 from dpone_dagster.lake.resolved import FENCE_GRACE_S
 from dpone_dagster.lake.fork_plan import LakePorts, resolve_workspace_lake
-from dpone_dagster.lake.registry import ForkDroppingError, NamespaceRecord, RegistrationCache, records, register
+from dpone_dagster.lake.registry import (
+    ForkDroppingError,
+    NamespaceRecord,
+    RegistrationCache,
+    records,
+    register,
+    tombstones,
+)
 from dpone_dagster.lake.resolve import parse_targets, resolve
 from dpone_dagster.workspaces.service import Workspaces
 
@@ -140,3 +149,77 @@ def records_of(env) -> list[NamespaceRecord]:
 def _ledger(env):
     with open_store(env.config.control_store).connect() as conn:
         return [NamespaceRecord.from_row(r) for r in conn.execute(sa.select(ledger).where(ledger.c.workspace_id == FORK))]
+
+
+def test_a_late_writer_on_postgres_s3_is_fenced_and_what_it_uploads_is_found_by_the_next_cleanup(pg_s3_lake):
+    """DuckLake uploads data files before it commits: the drop fences the fork's roles (the late
+    commit fails) and keeps the swept prefix as a tombstone, so files uploaded by a statement in
+    flight are removed by the next cleanup, and no file is ever outside the ledger's reach."""
+    env = pg_s3_lake
+    materialize(env, "prod", "orders", "SELECT range AS id FROM range(5)")
+    now = [datetime(2026, 1, 1, tzinfo=UTC)]
+    service = Workspaces(env.config, clock=lambda: now[0])
+    service.create_fork(FORK, "prod", owner="alice")
+    parent = fingerprint(env)
+    conn = resolve(FORK, config=env.config, targets=["t1"]).connect()
+    try:
+        conn.execute("CREATE TABLE lake_main.main.t1 AS SELECT range AS id FROM range(100)")
+        data_path = records_of(env)[0].data_path  # <root>/__wm_forks/<segment>/<lake path>/
+        sessions = _fork_role_sessions(env)
+        assert sessions(), "the connection holds a catalog session as the fork's role"
+
+        first = service.drop(FORK, actor="alice")
+        assert first.workspace_deleted and first.cleanup.complete and first.cleanup.tombstones
+        assert sessions() == 0, "the drop ended the fork roles' sessions"
+        assert fork_places(env, FORK) == ([], []) and records_of(env) == []
+        assert [r.workspace_id for r in tombstones_of(env)] == [FORK]
+        assert {w.id: w.tombstones for w in service.list() if w.deleted} == {FORK: 1}
+
+        with pytest.raises(duckdb.Error):  # the late commit fails
+            conn.execute("INSERT INTO lake_main.main.t1 SELECT 7")
+        # what a statement in flight uploaded before its commit failed
+        conn.execute(f"COPY (SELECT 7 AS id) TO '{data_path}main/t1/late-upload.parquet' (FORMAT parquet)")
+    finally:
+        conn.close()
+    _, files = fork_places(env, FORK)
+    assert files and all(f.startswith(registered_prefix(t)) for f in files for t in tombstones_of(env))
+
+    now[0] += timedelta(minutes=10)  # the next cleanup: a drop of any workspace
+    service.create_fork("wm-fork-other", "prod", owner="bob")
+    other = service.drop("wm-fork-other", actor="bob")
+    assert other.others_swept.objects_deleted == 1 and fork_places(env, FORK) == ([], [])
+    assert len(tombstones_of(env)) == 1, "files were found: the grace period starts again"
+
+    now[0] += TOMBSTONE_GRACE - timedelta(minutes=1)
+    assert service.sweep().tombstones and len(tombstones_of(env)) == 1
+    now[0] += timedelta(minutes=2)
+    swept = service.sweep()
+    assert swept.retired == [(FORK, "main", first.cleanup.tombstones[0][2])] and swept.complete
+    assert tombstones_of(env) == [] and records_of(env) == []
+    assert fork_places(env, FORK) == ([], []) and fingerprint(env) == parent
+
+
+def tombstones_of(env) -> list[NamespaceRecord]:
+    with open_store(env.config.control_store).connect() as conn:
+        return tombstones(conn)
+
+
+def _fork_role_sessions(env):
+    """A counter of the PostgreSQL sessions of the fork's (current) writer and reader roles, by oid."""
+    import psycopg
+
+    from dpone_dagster.control.role_tables import lake_catalog_role as roles_table
+
+    with open_store(env.config.control_store).connect() as conn:
+        names = [r[0] for r in conn.execute(sa.select(roles_table.c.role_name).where(
+            roles_table.c.workspace_id == FORK, roles_table.c.kind.in_(["writer", "reader"])))]
+    target = resolve("prod", config=env.config).catalog.target
+    with psycopg.connect(target) as pg:
+        oids = [r[0] for r in pg.execute("SELECT oid FROM pg_roles WHERE rolname = ANY(%s)", (names,))]
+    assert len(oids) == 2
+
+    def count() -> int:
+        with psycopg.connect(target) as pg:
+            return pg.execute("SELECT count(*) FROM pg_stat_activity WHERE usesysid = ANY(%s)", (oids,)).fetchone()[0]
+
+    return count
