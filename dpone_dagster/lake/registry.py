@@ -9,6 +9,10 @@ again, and a drop waiting on the row lock sees every row registered before it. R
 behind an in-process cache keyed per (store, workspace, incarnation) with a TTL: a fork id
 re-created by another process is a new incarnation, with new names, so it always registers anew.
 
+A swept row of a PostgreSQL-catalog fork moves (in one transaction) to `fork_prefix_tombstone`,
+which later cleanups re-sweep (see `lake/cleanup.py`); `storage_json` leaves StorageConfig fields
+added after the ledger existed out while they are unset, so an upgrade does not re-key old rows.
+
 What a reader could get wrong: registering an already-registered location resets
 `schema_dropped`, because attaching recreates the schema; the cache only skips the *write* — every
 resolution still reads the chain, which refuses a workspace that is being dropped.
