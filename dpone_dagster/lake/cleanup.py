@@ -13,7 +13,7 @@ DuckDB-file fork catalog still attached by a live connection is not dropped (`la
 the row stays, so whatever that connection goes on writing stays covered until a later pass.
 
 Late writers on PostgreSQL catalogs: before any schema is dropped the fork's writer and reader roles
-are fenced (`roles.fence_roles`: NOLOGIN, their sessions terminated), so a live connection's next
+are fenced (`role_retirement.fence_roles`: NOLOGIN, their sessions terminated), so a live connection's next
 commit fails. DuckLake uploads data files *before* it commits, so files of a statement in flight can
 still land under the swept prefix: a PostgreSQL row therefore becomes a tombstone (same transaction)
 instead of vanishing, and every later cleanup — the next drop of any workspace, `drop_fork_job`,
@@ -39,7 +39,7 @@ from dpone_dagster.lake.catalogs import CatalogAdapters
 from dpone_dagster.lake.naming import FORK_DATA_DIR, is_fork_schema, is_fork_segment_of
 from dpone_dagster.lake.object_store import StorageAdapters
 from dpone_dagster.lake.ports import Clock, Namespace, utc_now
-from dpone_dagster.lake.roles import drop_roles, fence_roles
+from dpone_dagster.lake.role_retirement import drop_roles, fence_roles
 from dpone_dagster.lake.registry import (
     CACHE,
     NamespaceRecord,

@@ -10,9 +10,7 @@ Per fork and PostgreSQL lake, dpone provisions (with the lake's admin credential
   a raw INSERT into an ancestor's metadata tables is refused by PostgreSQL itself.
 Passwords are generated, stored in the control-store table `lake_catalog_role` and read at the
 moment an attach statement is rendered (`StoredRolePassword`), like every other credential here.
-Dropping a fork first fences its roles (NOLOGIN, sessions terminated: a connection outliving the
-drop cannot commit), then drops its schema and its roles; the rows stay until PostgreSQL confirms,
-so a retried drop finishes the job.
+Dropping a fork fences, then drops, its roles (`lake/role_retirement.py`).
 
 What a reader could get wrong: `RoleCatalogLocation.target` names the *reader* for every member of a
 fork's chain (so the chain still shares one `database_key` and one inspection connection, made as
@@ -123,7 +121,8 @@ def admin_location(settings: LakeConfig, base: CatalogLocation) -> CatalogLocati
     return CatalogLocation("postgres", target, settings.catalog_admin_password_env or base.password_env)
 
 
-def _connect(location: CatalogLocation):
+def connect_admin(location: CatalogLocation):
+    """A direct connection to a lake catalog with its admin credential (autocommit)."""
     import psycopg
     from psycopg.conninfo import make_conninfo
 
@@ -136,7 +135,7 @@ def _connect(location: CatalogLocation):
         raise RoleProvisioningError("the lake's PostgreSQL catalog cannot be reached as its admin role") from None
 
 
-def _exists(conn, query: str, *args) -> bool:
+def role_exists(conn, query: str, *args) -> bool:
     return conn.execute(query, args).fetchone() is not None
 
 
@@ -144,7 +143,7 @@ def _ensure_role(conn, name: str, password: str | None) -> None:
     from psycopg import sql
 
     login = sql.SQL("LOGIN PASSWORD {}").format(sql.Literal(password)) if password else sql.SQL("NOLOGIN")
-    verb = "ALTER" if _exists(conn, "SELECT 1 FROM pg_roles WHERE rolname = %s", name) else "CREATE"
+    verb = "ALTER" if role_exists(conn, "SELECT 1 FROM pg_roles WHERE rolname = %s", name) else "CREATE"
     conn.execute(sql.SQL(verb + " ROLE {} {}").format(sql.Identifier(name), login))
     # the admin must be a member to drop what the role owns and to set its default privileges
     conn.execute(sql.SQL("GRANT {} TO CURRENT_USER").format(sql.Identifier(name)))
@@ -182,7 +181,7 @@ def _grant_read(conn, schema: str, group: str) -> None:
 def _own_schema(conn, schema: str, writer: str) -> None:
     from psycopg import sql
 
-    if not _exists(conn, "SELECT 1 FROM pg_namespace WHERE nspname = %s", schema):
+    if not role_exists(conn, "SELECT 1 FROM pg_namespace WHERE nspname = %s", schema):
         conn.execute(sql.SQL("CREATE SCHEMA {} AUTHORIZATION {}").format(sql.Identifier(schema), sql.Identifier(writer)))
         return
     conn.execute(sql.SQL("ALTER SCHEMA {} OWNER TO {}").format(sql.Identifier(schema), sql.Identifier(writer)))
@@ -262,7 +261,7 @@ def provision(me: PhysicalLake, ancestors: Sequence[PhysicalLake], config: Dpone
     ])
     passwords = _stored(store, [roles.writer, roles.reader])
     try:
-        conn = _connect(admin)
+        conn = connect_admin(admin)
     except ConfigError:
         raise ForkRolesMissingError(
             f"the fork's catalog roles of lake {me.settings.name!r} are not provisioned and the lake's admin "
@@ -284,7 +283,7 @@ def provision(me: PhysicalLake, ancestors: Sequence[PhysicalLake], config: Dpone
                 if ancestor.namespace.catalog.identity != roles.identity:
                     continue
                 theirs = ancestor.namespace.schema or POSTGRES_DEFAULT_SCHEMA
-                if not _exists(conn, "SELECT 1 FROM pg_namespace WHERE nspname = %s", theirs):
+                if not role_exists(conn, "SELECT 1 FROM pg_namespace WHERE nspname = %s", theirs):
                     continue
                 group = role_name(GROUP, roles.identity, theirs)
                 owner = ancestor.workspace_id if is_fork_schema(theirs) else ""  # "": never dropped
@@ -337,84 +336,6 @@ def confine(
                 "database, which the fork's read-only role cannot reach; its tables are not deferred"
             )
     return mine, kept, warnings
-
-
-@dataclass(frozen=True)
-class RoleLeftover:
-    workspace_id: str
-    lake: str
-    role: str
-    code: str
-
-
-def fence_roles(workspace_ids: Sequence[str], config: DponeConfig) -> list[RoleLeftover]:
-    """Before a drop touches a schema: make the forks' writer and reader roles NOLOGIN and end their
-    sessions, so a connection outliving the drop can neither commit nor reconnect. Roles already
-    gone are skipped; what cannot be fenced is returned (and the drop reports it for a retry)."""
-    from psycopg import Error as PgError
-    from psycopg import sql
-
-    ids = [w for w in workspace_ids if w]
-    with open_store(config.control_store).connect() as conn:
-        rows = conn.execute(
-            sa.select(role_table).where(role_table.c.workspace_id.in_(ids), role_table.c.kind.in_([WRITER, READER]))
-        ).all()
-    by_admin: dict[str, list] = {}
-    for row in rows:
-        by_admin.setdefault(row.admin, []).append(row)
-    leftovers: list[RoleLeftover] = []
-    for admin_json, members in by_admin.items():
-        admin = json.loads(admin_json)
-        try:
-            with _connect(CatalogLocation("postgres", admin["target"], admin["password_env"])) as pg:
-                names = [r.role_name for r in members]
-                for (name,) in pg.execute("SELECT rolname FROM pg_roles WHERE rolname = ANY(%s)", (names,)).fetchall():
-                    pg.execute(sql.SQL("ALTER ROLE {} NOLOGIN").format(sql.Identifier(name)))
-                pg.execute(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                    "WHERE usename = ANY(%s) AND pid <> pg_backend_pid()",
-                    (names,),
-                )
-        except (LakeError, ConfigError, PgError) as exc:
-            code = getattr(exc, "code", "lake.role_fence_failed")
-            log.warning("fencing fork roles stopped: %s (%s)", code, type(exc).__name__)
-            leftovers += [RoleLeftover(r.workspace_id, r.lake, r.role_name, code) for r in members]
-    return leftovers
-
-
-def drop_roles(workspace_ids: Sequence[str], config: DponeConfig) -> list[RoleLeftover]:
-    """Drop the fork schemas and roles provisioned for `workspace_ids`; rows go once PostgreSQL
-    confirms. Returns what is left for the next attempt."""
-    from psycopg import Error as PgError
-    from psycopg import sql
-
-    ids = [w for w in workspace_ids if w]
-    engine = open_store(config.control_store)
-    with engine.connect() as conn:
-        rows = conn.execute(sa.select(role_table).where(role_table.c.workspace_id.in_(ids))).all()
-    by_schema: dict[tuple[str, str, str], list] = {}
-    for row in rows:
-        by_schema.setdefault((row.admin, row.catalog, row.metadata_schema), []).append(row)
-    leftovers: list[RoleLeftover] = []
-    order = {WRITER: 0, READER: 1, GROUP: 2}
-    for (admin_json, _, schema), members in by_schema.items():
-        admin = json.loads(admin_json)
-        try:
-            if not is_fork_schema(schema):
-                raise RoleProvisioningError("refusing to drop a schema that is not a fork namespace")
-            with _connect(CatalogLocation("postgres", admin["target"], admin["password_env"])) as pg:
-                pg.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
-                for row in sorted(members, key=lambda r: order[r.kind]):
-                    if _exists(pg, "SELECT 1 FROM pg_roles WHERE rolname = %s", row.role_name):
-                        pg.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(row.role_name)))
-                        pg.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(row.role_name)))
-                    with engine.begin() as conn:
-                        conn.execute(role_table.delete().where(role_table.c.role_name == row.role_name))
-        except (LakeError, ConfigError, PgError) as exc:
-            code = getattr(exc, "code", "lake.role_drop_failed")
-            log.warning("dropping fork roles of schema %s stopped: %s (%s)", schema, code, type(exc).__name__)
-            leftovers += [RoleLeftover(r.workspace_id, r.lake, r.role_name, code) for r in members]
-    return leftovers
 
 
 _WARNED: set[tuple[str, str]] = set()
