@@ -39,7 +39,10 @@ except SourceError as error:
     code = error.code
 except MemoryError:
     code = "MemoryError"
-print(json.dumps({"code": code, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+# VmHWM, not ru_maxrss: Linux carries ru_maxrss over from the forking parent (the pytest process,
+# hundreds of MB late in a full run), while VmHWM belongs to this process's own address space.
+peak_kb = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+print(json.dumps({"code": code, "peak_mb": peak_kb / 1024}))
 """
 
 
