@@ -184,13 +184,19 @@ class AcceptanceReport:
 
 
 def write_acceptance_report(result: GateResult, directory: Path) -> AcceptanceReport:
-    """Write `<hex>.json` and `<hex>.md` for `result`'s release under `directory` (replacing older ones)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    stem = result.release_id.removeprefix("sha256:")
+    """Write `<release hex>/<report sha256>.json` and `.md` under `directory`.
+
+    Content-addressed: each evaluation (gate check, install stage, a later run) keeps its own
+    report, so the file a stage's metadata links is never overwritten by a later evaluation (whose
+    `evaluated_at` differs) and always matches the linked SHA-256.
+    """
     data = (json.dumps(result.report(), indent=2, sort_keys=False) + "\n").encode("utf-8")
-    json_path = _replace(directory / f"{stem}.json", data)
-    markdown_path = _replace(directory / f"{stem}.md", render_markdown(result).encode("utf-8"))
-    return AcceptanceReport(json_path, markdown_path, hashlib.sha256(data).hexdigest())
+    digest = hashlib.sha256(data).hexdigest()
+    folder = directory / result.release_id.removeprefix("sha256:")
+    folder.mkdir(parents=True, exist_ok=True)
+    json_path = _replace(folder / f"{digest}.json", data)
+    markdown_path = _replace(folder / f"{digest}.md", render_markdown(result).encode("utf-8"))
+    return AcceptanceReport(json_path, markdown_path, digest)
 
 
 def render_markdown(result: GateResult) -> str:

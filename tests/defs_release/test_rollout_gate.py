@@ -42,7 +42,8 @@ def test_the_install_stage_links_the_acceptance_report(released, env_of):
     setup = env_of(released)
     installed = materializations(released.run)["installed_release"]
     assert installed["rollout_gate"] == "passed"
-    path = setup.settings.acceptance_dir / f"{installed['release_id'].removeprefix('sha256:')}.json"
+    folder = setup.settings.acceptance_dir / installed["release_id"].removeprefix("sha256:")
+    path = folder / f"{installed['acceptance_report_sha256']}.json"
     data = path.read_bytes()
     assert hashlib.sha256(data).hexdigest() == installed["acceptance_report_sha256"]
     report = json.loads(data)
@@ -124,7 +125,7 @@ def test_a_gate_that_admits_one_task_blocks_activation_in_the_release_job(fresh,
     assert "installed_release" not in materializations(result)
     cache = setup.settings.cache_root / "synthetic-dev"
     assert not (cache / "current").exists() and not (cache / "deployments").exists()
-    report = json.loads(next(setup.settings.acceptance_dir.glob("*.json")).read_bytes())
+    report = json.loads(next(setup.settings.acceptance_dir.glob("*/*.json")).read_bytes())
     assert report["verdict"] == "blocked"
 
     # Without any check selected, the install stage's own gate refuses before installing or activating.
@@ -134,3 +135,34 @@ def test_a_gate_that_admits_one_task_blocks_activation_in_the_release_job(fresh,
     assert check_results(again) == {}
     assert "[release.rollout_blocked]" in step_failures(again)["installed_release"]
     assert not (cache / "current").exists() and not (cache / "deployments").exists()
+
+
+def test_a_later_evaluation_never_overwrites_a_linked_report(released, env_of, tmp_path):
+    """The install stage links a report by SHA-256; a later evaluation (new `evaluated_at`) writes its own."""
+    from dataclasses import replace
+
+    from dpone_dagster.runtime.gate import write_acceptance_report
+
+    setup = env_of(released)
+    installed = materializations(released.run)["installed_release"]
+    folder = setup.settings.acceptance_dir / installed["release_id"].removeprefix("sha256:")
+    linked = folder / f"{installed['acceptance_report_sha256']}.json"
+    before = linked.read_bytes()
+    first = write_acceptance_report(_result_from(json.loads(before)), tmp_path)
+    later = write_acceptance_report(replace(_result_from(json.loads(before)), evaluated_at="2099-01-01T00:00:00Z"), tmp_path)
+    assert first.json_path != later.json_path
+    assert hashlib.sha256(first.json_path.read_bytes()).hexdigest() == first.json_sha256
+    assert linked.read_bytes() == before
+
+
+def _result_from(report: dict):
+    from dpone_dagster.runtime.gate import GateResult
+
+    return GateResult(
+        release_id=report["release_id"],
+        family=report["family"],
+        authority_expires_at=report["authority_expires_at"],
+        evaluated_at=report["evaluated_at"],
+        verdicts=(),
+        port_uses=report["port_uses"],
+    )
