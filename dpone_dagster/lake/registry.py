@@ -131,12 +131,31 @@ class RegistrationCache:
 CACHE = RegistrationCache()
 
 
-def _key(record: NamespaceRecord):
+def _key_of(table, record: NamespaceRecord):
+    """The row of `record`'s location in `table` (the ledger or the tombstone table)."""
     return sa.and_(
-        ledger.c.workspace_id == record.workspace_id,
-        ledger.c.ducklake_name == record.ducklake_name,
-        ledger.c.location_key == record.location_key,
+        table.c.workspace_id == record.workspace_id,
+        table.c.ducklake_name == record.ducklake_name,
+        table.c.location_key == record.location_key,
     )
+
+
+def _key(record: NamespaceRecord):
+    return _key_of(ledger, record)
+
+
+def _location_values(record: NamespaceRecord) -> dict[str, object]:
+    """The columns the ledger and the tombstone table share, for `record`'s location."""
+    return {
+        "workspace_id": record.workspace_id,
+        "ducklake_name": record.ducklake_name,
+        "location_key": record.location_key,
+        "catalog": record.catalog_json,
+        "storage": record.storage_json,
+        "storage_ref": record.storage_ref,
+        "data_path": record.data_path,
+        "metadata_schema": record.metadata_schema,
+    }
 
 
 def register(
@@ -164,19 +183,7 @@ def register(
             ledger.update().where(_key(record)).values(schema_dropped=False)
         ).rowcount
         if not updated:
-            conn.execute(
-                ledger.insert().values(
-                    workspace_id=record.workspace_id,
-                    ducklake_name=record.ducklake_name,
-                    location_key=record.location_key,
-                    catalog=record.catalog_json,
-                    storage=record.storage_json,
-                    storage_ref=record.storage_ref,
-                    data_path=record.data_path,
-                    metadata_schema=record.metadata_schema,
-                    schema_dropped=False,
-                )
-            )
+            conn.execute(ledger.insert().values(**_location_values(record), schema_dropped=False))
     cache.remember(store, record, now, incarnation)
     return True
 
@@ -200,14 +207,6 @@ def delete_record(engine: Engine, record: NamespaceRecord) -> None:
         conn.execute(ledger.delete().where(_key(record)))
 
 
-def _key_of(table, record: NamespaceRecord):
-    return sa.and_(
-        table.c.workspace_id == record.workspace_id,
-        table.c.ducklake_name == record.ducklake_name,
-        table.c.location_key == record.location_key,
-    )
-
-
 def to_tombstone(engine: Engine, record: NamespaceRecord, swept_at: datetime) -> None:
     """Move a swept row to `fork_prefix_tombstone` (or refresh its `swept_at`), in one transaction,
     so the location is covered by one table or the other at every moment."""
@@ -217,17 +216,7 @@ def to_tombstone(engine: Engine, record: NamespaceRecord, swept_at: datetime) ->
         ).rowcount
         if not updated:
             conn.execute(
-                tombstone_table.insert().values(
-                    workspace_id=record.workspace_id,
-                    ducklake_name=record.ducklake_name,
-                    location_key=record.location_key,
-                    catalog=record.catalog_json,
-                    storage=record.storage_json,
-                    storage_ref=record.storage_ref,
-                    data_path=record.data_path,
-                    metadata_schema=record.metadata_schema,
-                    swept_at=swept_at.isoformat(),
-                )
+                tombstone_table.insert().values(**_location_values(record), swept_at=swept_at.isoformat())
             )
         conn.execute(ledger.delete().where(_key(record)))
 
