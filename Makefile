@@ -7,6 +7,10 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.dpone-installed
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export DAGSTER_HOME ?= $(CURDIR)/.dpone/dagster_home
+# The embedded default's executable synthetic-family release resolves its two connections by alias
+# from these variables (the standard runtime's credential port); files inside its own sandbox lake.
+export DPONE_CONNECTION_ORDERS_SOURCE ?= orders_source.duckdb
+export DPONE_CONNECTION_FLOW_LAKE ?= flow_lake.duckdb
 
 .PHONY: install demo test dev bench screenshots check-defs clean
 
