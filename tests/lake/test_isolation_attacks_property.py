@@ -20,9 +20,14 @@ they were before the step.
 
 What a reader could get wrong: the baseline is re-taken at the start of each example (and checked
 against the start of the test at the end), so when a guard is removed the shrunk failing sequence is
-the one that breaks it, not any sequence run after an earlier example damaged the parent. The
-PostgreSQL + S3 variant of this property is not here: the resource and CLI read the lake config from
-the process configuration, which the pg/S3 fixtures do not write (see the report of helper H-I).
+the one that breaks it, not any sequence run after an earlier example damaged the parent. An
+unguarded maintenance call fails at DuckLake's commit, and after such a failed commit DuckDB 1.5 keeps
+the fork's catalog file attached in the process even after `close()`: every later attach of it in
+the same process fails ("Unique file handle conflict"), so with a guard removed hypothesis may
+report a FlakyFailure whose first sub-exception is the unrefused attack. The PostgreSQL + S3 variant
+is not here: the resource and the CLI read the lake from the process configuration (`dpone.yaml`),
+while the pg/S3 fixtures build theirs in memory; below-DuckLake refusals on that backend are
+`test_readonly_ancestors.py`.
 """
 
 from __future__ import annotations
