@@ -135,6 +135,10 @@ RUN_CONFIGS = [
 
 maint_step = st.tuples(st.just("maint"), st.sampled_from(DOORS), maintenance)
 attach_step = st.tuples(st.just("attach"), st.sampled_from(DOORS), attach_parts)
+LAUNCHES = [  # (tag, run config) of a Dagster launch naming the parent: tag-only first
+    ("dagster", "prod", None), ("dagster", "PROD", None), ("dagster", RUN_TAGS[3], None),
+    ("dagster", None, RUN_CONFIGS[1]), ("dagster", "prod", RUN_CONFIGS[1]), ("dagster", None, RUN_CONFIGS[2]),
+]  # fmt: skip
 OWN_MAINTENANCE = ["CHECKPOINT lake_main", "CALL ducklake_merge_adjacent_files('lake_main')"]
 LEGIT = [
     ("write", "resource"), ("write", "cli"), ("dagster", None, None),
@@ -143,7 +147,7 @@ LEGIT = [
 KINDS = [
     maint_step, maint_step, attach_step, attach_step,
     st.tuples(st.just("detach"), st.sampled_from(DOORS), detach),
-    st.tuples(st.just("dagster"), st.sampled_from(RUN_TAGS), st.sampled_from(RUN_CONFIGS)),
+    st.sampled_from(LAUNCHES),
     st.sampled_from(LEGIT),
 ]  # fmt: skip
 steps = st.integers(0, len(KINDS) - 1).flatmap(KINDS.__getitem__)  # attacks weighted up
