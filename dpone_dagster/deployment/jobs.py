@@ -26,6 +26,7 @@ import dagster as dg
 from dagster import OpExecutionContext
 
 from dpone_dagster.clock import Clock
+from dpone_dagster.config import load_config
 from dpone_dagster.control.store import open_store
 from dpone_dagster.errors import DponeError
 from dpone_dagster.platform.settings import ReleaseSettings
@@ -66,6 +67,8 @@ def task_job(task: DormantTask, name: str, runtime: DeploymentRuntime, family: F
         f"{TAG_PREFIX}task_kind": task.kind.value,
         f"{TAG_PREFIX}workload": task.runtime_task.workload_id[:255],
         f"{TAG_PREFIX}dormant": "false" if task.family == SYNTHETIC_FAMILY else "true",
+        # Every run carries the workspace its deployment acts for (the same tag the main location's runs carry).
+        f"{TAG_PREFIX}workspace": load_config().workspace,
     }
 
     @dg.op(name=f"start__{name}", description=description, tags=job_tags)

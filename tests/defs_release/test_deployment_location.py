@@ -27,6 +27,7 @@ def test_every_task_of_the_installed_release_is_a_job(copied_release, env_of):
     assert {kind: len(found) for kind, found in kinds.items()} == {"native": 10, "ordinary": 3, "pre_hook": 3}
     assert {kind: len(found) for kind, found in synthetic.items()} == {"ordinary": 3, "pre_hook": 3}
     assert all(job.tags["dpone/dormant"] == "true" for found in kinds.values() for job in found)
+    assert {job.tags["dpone/workspace"] for job in jobs.values()} == {"prod"}
     assert all(job.name.startswith("synthetic__") and job.tags["dpone/dormant"] == "false" for found in synthetic.values() for job in found)
     hooks = sorted(
         (job.metadata["hook_position"].value, job.metadata["hook_id"].value)
