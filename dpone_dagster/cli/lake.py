@@ -4,6 +4,9 @@ What a reader could get wrong: `dpone lake sql WS LAKE` only prints the attach s
 redacted); with `--execute SQL` it attaches the lake exactly as a job would and runs SQL through the
 same `GuardedConnection` jobs get, so ATTACH/DETACH, maintenance on ancestors and the other
 refusals of `dpone_dagster.lake.sql_guard` apply here too (refused with their code, exit 1).
+Printing works for any workspace; executing only for the workspace this process's configuration
+names (`DPONE_WORKSPACE` / `dpone.yaml`), like a Dagster run: from a fork's shell,
+`dpone lake sql prod main -e …` is refused with `workspace.not_this_deployment`.
 """
 
 from __future__ import annotations
@@ -29,6 +32,10 @@ def sql(
     with --execute, run SQL on LAKE attached that way and print the last statement's rows."""
     from dpone_dagster.lake.resolve import resolve
 
+    if execute is not None:
+        from dpone_dagster.defs.workspace_binding import check_tags
+
+        check_tags({"dpone/workspace": workspace_id})  # before anything is resolved or attached
     resolved = resolve(workspace_id, lake, targets=target)
     if execute is None:
         for statement in resolved.statements():

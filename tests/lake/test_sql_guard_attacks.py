@@ -158,6 +158,9 @@ def test_the_resource_and_the_cli_hand_out_only_guarded_connections(forked, monk
     assert refused.exit_code == 1 and "lake.unmanaged_attach" in refused.output
     counted = runner.invoke(app, ["lake", "sql", FORK, "main", "-e", "SELECT count(*) FROM lake_main.main.events"])
     assert counted.exit_code == 0 and counted.output.strip() == "29", counted.output
+    # A fork's shell cannot execute on prod by naming it: the process acts for its configured workspace.
+    elsewhere = runner.invoke(app, ["lake", "sql", "prod", "main", "-e", "DELETE FROM lake_main.main.events"])
+    assert elsewhere.exit_code == 1 and "workspace.not_this_deployment" in elsewhere.output, elsewhere.output
     assert _parent_state(env) == before
 
 
