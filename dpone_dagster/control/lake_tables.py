@@ -54,30 +54,30 @@ materialized_asset_schema = sa.Table(
     sa.Column("updated_at", sa.String(32), nullable=False),
 )
 
+def _location_columns() -> list[sa.Column]:
+    """The columns naming one registered fork location (fresh objects: a Column joins one table)."""
+    return [
+        sa.Column("workspace_id", WORKSPACE_ID, primary_key=True),
+        sa.Column("ducklake_name", sa.String(63), primary_key=True),
+        sa.Column("location_key", sa.String(64), primary_key=True),
+        sa.Column("catalog", sa.Text, nullable=False),
+        sa.Column("storage", sa.Text, nullable=False),
+        sa.Column("storage_ref", sa.String(200), nullable=False),
+        sa.Column("data_path", sa.Text, nullable=False),
+        sa.Column("metadata_schema", sa.String(63), nullable=False),
+    ]
+
+
 fork_ducklake_namespace = sa.Table(
     "fork_ducklake_namespace",
     METADATA,
-    sa.Column("workspace_id", WORKSPACE_ID, primary_key=True),
-    sa.Column("ducklake_name", sa.String(63), primary_key=True),
-    sa.Column("location_key", sa.String(64), primary_key=True),
-    sa.Column("catalog", sa.Text, nullable=False),
-    sa.Column("storage", sa.Text, nullable=False),
-    sa.Column("storage_ref", sa.String(200), nullable=False),
-    sa.Column("data_path", sa.Text, nullable=False),
-    sa.Column("metadata_schema", sa.String(63), nullable=False),
+    *_location_columns(),
     sa.Column("schema_dropped", sa.Boolean, nullable=False, default=False),
 )
 
 fork_prefix_tombstone = sa.Table(
     "fork_prefix_tombstone",
     METADATA,
-    sa.Column("workspace_id", WORKSPACE_ID, primary_key=True),
-    sa.Column("ducklake_name", sa.String(63), primary_key=True),
-    sa.Column("location_key", sa.String(64), primary_key=True),
-    sa.Column("catalog", sa.Text, nullable=False),
-    sa.Column("storage", sa.Text, nullable=False),
-    sa.Column("storage_ref", sa.String(200), nullable=False),
-    sa.Column("data_path", sa.Text, nullable=False),
-    sa.Column("metadata_schema", sa.String(63), nullable=False),
+    *_location_columns(),
     sa.Column("swept_at", sa.String(32), nullable=False),
 )
