@@ -224,3 +224,15 @@ def fork_places(env: LakeEnv, workspace_id: str) -> tuple[list[str], list[str]]:
         if is_fork_segment_of(workspace_id, f[len(base):].split("/", 1)[0])
     ]
     return namespaces, files
+
+
+def run_error_text(result) -> str:
+    """Every error text a Dagster run's events carry (resource init, step and run failures, with causes)."""
+    texts = []
+    for event in result.all_events:
+        data = event.event_specific_data
+        error = getattr(data, "error", None) or getattr(getattr(data, "step_failure_data", None), "error", None)
+        while error is not None:
+            texts.append(error.message)
+            error = error.cause
+    return "\n".join(texts)

@@ -52,7 +52,7 @@ from dpone_dagster.lake.sql_guard import SqlGuardError
 from dpone_dagster.workspaces.service import Workspaces
 
 from .lakes import materialize as managed_materialize
-from .lakes import run_sql
+from .lakes import run_error_text, run_sql
 
 FORK = "wm-fork-prop-atk"
 ANC = ancestor_alias("main", "prod")
@@ -202,17 +202,6 @@ def fork_orders(ducklake: DuckLakeResource) -> MaterializeResult:
         return MaterializeResult(metadata=ducklake.record_materialization(conn, "orders"))
 
 
-def _refusal_text(result) -> str:
-    texts = []
-    for event in result.all_events:
-        data = event.event_specific_data
-        error = getattr(data, "error", None) or getattr(getattr(data, "step_failure_data", None), "error", None)
-        while error is not None:
-            texts.append(error.message)
-            error = error.cause
-    return "\n".join(texts)
-
-
 def _attack(door: str, sql: str, code: str) -> None:
     if door == "resource":
         got = "not refused"
@@ -254,7 +243,7 @@ def _dagster(tag: str | None, run_config: dict | None) -> str:
     if tag is None:
         assert result.success
         return "legit_run"
-    assert not result.success and NOT_THIS_DEPLOYMENT in _refusal_text(result), tag
+    assert not result.success and NOT_THIS_DEPLOYMENT in run_error_text(result), tag
     return "tag_refused"
 
 

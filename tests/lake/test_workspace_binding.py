@@ -41,7 +41,7 @@ from dpone_dagster.defs.workspace_binding import (
 )
 from dpone_dagster.workspaces.service import Workspaces
 
-from .lakes import LakeEnv, fingerprint, run_sql
+from .lakes import LakeEnv, fingerprint, run_error_text, run_sql
 from .lakes import materialize as managed_materialize
 
 FORK = "wm-fork-bind"
@@ -94,18 +94,6 @@ def _attaches(monkeypatch) -> list[str]:
     return seen
 
 
-def _refusal(result) -> str:
-    """Every error text the run's events carry (resource init, step and run failures, with causes)."""
-    texts = []
-    for event in result.all_events:
-        data = event.event_specific_data
-        error = getattr(data, "error", None) or getattr(getattr(data, "step_failure_data", None), "error", None)
-        while error is not None:
-            texts.append(error.message)
-            error = error.cause
-    return "\n".join(texts)
-
-
 def test_the_ducklake_resource_has_no_field_that_could_name_a_workspace():
     assert DuckLakeResource.model_fields == {}
     schema_fields = DuckLakeResource().get_resource_definition().config_schema.config_type.fields
@@ -148,7 +136,7 @@ def test_a_run_tagged_for_prod_is_refused_before_any_attach(fork_process, monkey
     )
 
     assert not result.success
-    refusal = _refusal(result)
+    refusal = run_error_text(result)
     assert NOT_THIS_DEPLOYMENT in refusal and "'wm-fork-bind'" in refusal
     assert seen == []
     assert fingerprint(fork_process) == before and _prod_rows(fork_process) == 25
@@ -171,7 +159,7 @@ def test_the_executor_checks_and_stamps_runs_that_use_no_lake(monkeypatch):
             reconstructable(plain_job), instance, run_config=in_process, tags={WORKSPACE_TAG: "prod"}
         ) as refused:
             assert not refused.success
-            assert NOT_THIS_DEPLOYMENT in _refusal(refused)
+            assert NOT_THIS_DEPLOYMENT in run_error_text(refused)
             assert not [e for e in refused.all_events if e.is_step_start]
 
 
@@ -225,7 +213,7 @@ def test_a_fork_deployment_cannot_drop_its_parent_or_a_sibling(embedded_lake, mo
 
     refused = drop(SIBLING)
     assert not refused.success
-    assert NOT_THIS_DEPLOYMENT in _refusal(refused)
+    assert NOT_THIS_DEPLOYMENT in run_error_text(refused)
     assert {w.id for w in workspaces.list()} == {"prod", FORK, SIBLING, "wm-fork-child"}
 
     assert drop("wm-fork-child").success
