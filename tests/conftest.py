@@ -196,3 +196,17 @@ def s3_bucket(s3_server: S3Server, monkeypatch) -> str:
     monkeypatch.setenv("DPONE_TEST_S3_KEY_ID", s3_server.key_id)
     monkeypatch.setenv("DPONE_TEST_S3_SECRET", s3_server.secret)
     return s3_server.create_bucket()
+
+
+# Directories whose session fixtures are expensive (a built prod lake, a release run, a webserver):
+# under pytest-xdist (`make test` runs `--dist loadgroup`) each goes to ONE worker, so every such
+# fixture is built once per run; every other test file is its own group (like `--dist loadfile`).
+_ONE_WORKER_DIRS = ("ui", "dbt", "defs_release", "release", "scale")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        rel = Path(str(item.fspath)).resolve().relative_to(REPO_ROOT / "tests")
+        top = rel.parts[0] if len(rel.parts) > 1 else ""
+        group = top if top in _ONE_WORKER_DIRS else str(rel)
+        item.add_marker(pytest.mark.xdist_group(group))
