@@ -10,6 +10,8 @@
   SHA-256 of their canonical JSON, so long values never hit an index size limit), so settings
   drift adds rows instead of replacing them. No foreign key to `workspace`: a row outlives its workspace until
   both its schema and its data are gone.
+- `fork_built_from`: per fork-materialized table, the snapshot of each ancestor it could read at
+  its latest build (`lake/pins.py` `built_from`); staleness and promotion compare against it.
 - `fork_prefix_tombstone`: a ledger row whose schema is gone and whose prefix was swept empty, but
   where a writer the drop could not prove gone (PostgreSQL catalogs) may still upload files: the row
   moves here (same columns, in the same transaction) with `swept_at`, and later cleanups sweep the
@@ -53,6 +55,21 @@ materialized_asset_schema = sa.Table(
     sa.Column("snapshot_id", sa.BigInteger, nullable=True),
     sa.Column("updated_at", sa.String(32), nullable=False),
 )
+
+fork_built_from = sa.Table(
+    "fork_built_from",
+    METADATA,
+    sa.Column("workspace_id", WORKSPACE_ID, primary_key=True),
+    sa.Column("lake", sa.String(63), primary_key=True),
+    sa.Column("schema_name", sa.String(255), primary_key=True),
+    sa.Column("table_name", sa.String(255), primary_key=True),
+    sa.Column("owner_workspace_id", WORKSPACE_ID, primary_key=True),
+    sa.Column("snapshot_id", sa.BigInteger, nullable=False),
+    sa.Column("built_at", sa.String(32), nullable=False),
+)
+"""Provenance of a fork-materialized table: per ancestor it could read when it was last built, the
+snapshot of that ancestor it read (the pin, or the ancestor's snapshot at build time)."""
+
 
 def _location_columns() -> list[sa.Column]:
     """The columns naming one registered fork location (fresh objects: a Column joins one table)."""

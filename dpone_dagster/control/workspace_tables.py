@@ -72,6 +72,29 @@ workspace_incarnation = sa.Table(
     sa.Column("updated_at", sa.String(32), nullable=False),
 )
 
+fork_pin = sa.Table(
+    "fork_pin",
+    METADATA,
+    sa.Column("workspace_id", WORKSPACE_ID, primary_key=True),
+    sa.Column("lake", sa.String(63), primary_key=True),
+    sa.Column("owner_workspace_id", WORKSPACE_ID, primary_key=True),
+    sa.Column("snapshot_id", sa.BigInteger, nullable=False),
+    sa.Column("pinned_at", sa.String(32), nullable=False),
+)
+"""A pinned fork reads ancestor `owner_workspace_id`'s lake at `snapshot_id` (see `lake/pins.py`);
+a fork-mode lake without rows reads its ancestors live. Rows go with the workspace (drop, re-create)."""
+
+workspace_usage = sa.Table(
+    "workspace_usage",
+    METADATA,
+    sa.Column("workspace_id", WORKSPACE_ID, primary_key=True),
+    sa.Column("last_used_at", sa.String(32), nullable=False),
+    sa.Column("ttl_seconds", sa.Integer, nullable=True),
+)
+"""When a fork was last used (resolved, run, or its status read; written at most once a minute, see
+`touch_last_used`) and its own idle TTL (NULL: the configured default). Read by the TTL janitor
+(`workspaces/janitor.py`); its own table so `create_all` adds it to an existing store."""
+
 ACTIVE, DROPPING, DROPPED = "active", "dropping", "dropped"
 LEGACY_INCARNATION = ""
 MAX_CHAIN_DEPTH = 20
@@ -217,3 +240,29 @@ def touch_active_incarnation(conn: Connection, workspace_id: str, incarnation: s
         inc.c.workspace_id == workspace_id, inc.c.incarnation == incarnation, inc.c.state == ACTIVE
     )
     return conn.execute(inc.update().where(where).values(updated_at=now)).rowcount == 1
+
+
+TOUCH_INTERVAL_SECONDS = 60
+"""A workspace's `last_used_at` is written at most once per this many seconds (per process, and in
+the store: a touch only updates a row older than that)."""
+
+
+def set_usage(conn: Connection, workspace_id: str, now: str, ttl_seconds: int | None) -> None:
+    """(Re)start a fork's idle clock at `now` with its own TTL (None: the configured default)."""
+    conn.execute(workspace_usage.delete().where(workspace_usage.c.workspace_id == workspace_id))
+    conn.execute(workspace_usage.insert().values(workspace_id=workspace_id, last_used_at=now, ttl_seconds=ttl_seconds))
+
+
+def touch_usage(conn: Connection, workspace_id: str, now: str, stale_before: str) -> bool:
+    """Move `last_used_at` to `now` when it is older than `stale_before` (ISO strings compare in
+    order: both are UTC `isoformat()`); a fork without a row gets one while it exists. True = written."""
+    usage = workspace_usage
+    where = sa.and_(usage.c.workspace_id == workspace_id, usage.c.last_used_at < stale_before)
+    if conn.execute(usage.update().where(where).values(last_used_at=now)).rowcount:
+        return True
+    if conn.execute(sa.select(usage.c.workspace_id).where(usage.c.workspace_id == workspace_id)).first():
+        return False
+    if conn.execute(sa.select(workspace.c.id).where(workspace.c.id == workspace_id)).first() is None:
+        return False
+    conn.execute(usage.insert().values(workspace_id=workspace_id, last_used_at=now, ttl_seconds=None))
+    return True

@@ -36,6 +36,7 @@ ANCESTOR_OWNED_OPTIONS = FORK_RESERVED_OPTIONS | {
     "CREATE_IF_NOT_EXISTS",
     "MIGRATE_IF_REQUIRED",
     "METADATA_CATALOG",
+    "SNAPSHOT_VERSION",  # an ancestor is read live, or at the fork's pin (`lake/pins.py`), never as settings say
 }
 """Options an ancestor attach always sets itself: it must never write, migrate or create. A named
 `METADATA_CATALOG` stays with the fork's own attach (one name cannot serve two attaches)."""

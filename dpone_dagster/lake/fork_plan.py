@@ -129,8 +129,12 @@ def _target_options(me: PhysicalLake) -> Options:
     return options
 
 
-def _ancestor_options(lake: PhysicalLake) -> Options:
+def _ancestor_options(lake: PhysicalLake, snapshot: int | None = None) -> Options:
+    """READ_ONLY at the ancestor's own place; `snapshot` (a pin, see `lake/pins.py`) attaches it at
+    that DuckLake snapshot, so every view over it reads the pinned data with unchanged view SQL."""
     options = strip_options(normalize_options(lake.settings.attach_args), ANCESTOR_OWNED_OPTIONS)
+    if snapshot is not None:
+        options += (("SNAPSHOT_VERSION", int(snapshot)),)
     options += (
         ("DATA_PATH", lake.data_path),
         ("OVERRIDE_DATA_PATH", True),
@@ -312,7 +316,11 @@ def resolve_workspace_lake(
         setup=tuple(setup),
         target=target,
         ancestors=tuple(
-            AncestorAttach(a.workspace_id, aliases[a.workspace_id], _secret_and_attach(a, aliases[a.workspace_id], _ancestor_options(a)))
+            AncestorAttach(
+                a.workspace_id,
+                aliases[a.workspace_id],
+                _secret_and_attach(a, aliases[a.workspace_id], _ancestor_options(a, view.pins.get(a.workspace_id))),
+            )
             for a in ancestors
             if a.workspace_id in attachable
         ),
@@ -322,9 +330,45 @@ def resolve_workspace_lake(
         live=None if facts.live_views is None else _by_name(facts.live_views),
         read_live=lambda: _by_name(adapter.live_views(me.namespace)),
         metadata_catalog=metadata_catalog(alias, option_value(options, "METADATA_CATALOG")),
-        on_missing=lambda gone: mark_missing(config, lake, sorted({(v.owner_workspace, v.source) for v in gone})),
+        # a table a pinned owner created after the pin is absent at the pin, not gone from the owner
+        on_missing=lambda gone: mark_missing(
+            config, lake, sorted({(v.owner_workspace, v.source) for v in gone if v.owner_workspace not in view.pins})
+        ),
         fence=lambda: _require_current(config, workspace_id, view.incarnation),
     )
+
+
+@dataclass(frozen=True)
+class AncestorReads:
+    """How a fork reaches its ancestors, without touching its own namespace: one READ_ONLY attach
+    per physical ancestor lake (pinned or live) and, per chain member, the alias that serves it."""
+
+    attaches: tuple[AncestorAttach, ...] = ()
+    members: dict[str, str] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+
+
+def ancestor_reads(workspace_id: str, lake: str, config: DponeConfig, *, pinned: bool = True) -> AncestorReads:
+    """The ancestor attaches of `workspace_id`'s lake (`pinned=False`: at their current snapshot).
+    Registers nothing and attaches nothing; empty outside fork mode."""
+    view = workspace_lake_view(workspace_id, lake, config)
+    if not view.fork_mode:
+        return AncestorReads()
+    own = view.settings[workspace_id].settings
+    me = physical_lake(workspace_id, own, config, is_fork=True, incarnation=view.incarnation)
+    ancestors, serving = _chain_lakes(view, config)
+    me, ancestors, warnings = confine(me, ancestors, config)
+    aliases = {a.workspace_id: ancestor_alias(lake, a.workspace_id) for a in ancestors}
+    attaches = tuple(
+        AncestorAttach(
+            a.workspace_id,
+            aliases[a.workspace_id],
+            _secret_and_attach(a, aliases[a.workspace_id], _ancestor_options(a, view.pins.get(a.workspace_id) if pinned else None)),
+        )
+        for a in ancestors
+    )
+    members = {m: aliases[r.workspace_id] for m, r in serving.items() if r.workspace_id in aliases}
+    return AncestorReads(attaches, members, tuple(warnings))
 
 
 def _by_name(triples: LiveViewTriples) -> LiveViews:

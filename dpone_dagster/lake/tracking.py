@@ -25,7 +25,7 @@ from sqlalchemy.engine import Connection
 
 from dpone_dagster.config import DponeConfig, load_config
 from dpone_dagster.contracts.workspace_ids import check_workspace_id
-from dpone_dagster.control.lake_tables import materialized_asset_schema, materialized_partition
+from dpone_dagster.control.lake_tables import fork_built_from, materialized_asset_schema, materialized_partition
 from dpone_dagster.control.store import open_store
 from dpone_dagster.control.workspace_tables import (
     ACTIVE,
@@ -33,6 +33,7 @@ from dpone_dagster.control.workspace_tables import (
     LakeSettings,
     Workspace,
     ancestor_chain,
+    fork_pin,
     incarnation_state,
     lake_settings,
 )
@@ -138,8 +139,9 @@ def read_chain_tracking(conn: Connection, workspace_ids: Sequence[str], lake: st
 
 
 def forget_workspace(conn: Connection, workspace_id: str) -> None:
-    """Delete a workspace's tracking, so a fork recreated under the same id starts empty."""
-    for table in (materialized_partition, materialized_asset_schema):
+    """Delete a workspace's tracking (with its pins and provenance), so a fork recreated under the
+    same id starts empty and a dropped fork's pins no longer hold back maintenance."""
+    for table in (materialized_partition, materialized_asset_schema, fork_pin, fork_built_from):
         conn.execute(table.delete().where(table.c.workspace_id == workspace_id))
 
 
@@ -238,6 +240,8 @@ class WorkspaceLakeView:
     chain: tuple[Workspace, ...]
     settings: dict[str, LakeSettings]
     tracking: ChainTracking
+    pins: dict[str, int] = field(default_factory=dict)
+    """Ancestor id -> the snapshot this workspace reads it at (`fork_pin`); empty: live defer."""
 
     @property
     def chain_ids(self) -> list[str]:
@@ -277,7 +281,16 @@ def workspace_lake_view(workspace_id: str, lake: str, config: DponeConfig) -> Wo
         ids = [w.id for w in chain]
         settings = lake_settings(conn, ids, config, lake)
         tracking = read_chain_tracking(conn, ids, lake)
-    return WorkspaceLakeView(tuple(chain), {ws: settings[ws][lake] for ws in ids}, tracking)
+        pins = read_pins(conn, workspace_id, lake)
+    return WorkspaceLakeView(tuple(chain), {ws: settings[ws][lake] for ws in ids}, tracking, pins)
+
+
+def read_pins(conn: Connection, workspace_id: str, lake: str) -> dict[str, int]:
+    """The `fork_pin` rows of one workspace's lake: ancestor id -> pinned snapshot."""
+    query = sa.select(fork_pin.c.owner_workspace_id, fork_pin.c.snapshot_id).where(
+        fork_pin.c.workspace_id == workspace_id, fork_pin.c.lake == lake
+    )
+    return {owner: int(snapshot) for owner, snapshot in conn.execute(query)}
 
 
 def fork_namespace(workspace_id: str, lake: str, config: DponeConfig | None = None) -> str:
