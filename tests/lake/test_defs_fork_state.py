@@ -118,11 +118,32 @@ def test_observation_job_in_prod_says_own_and_is_stored_on_the_instance(fork_wit
 
 
 def test_the_location_observes_every_dbt_table():
-    keys = ducklake_asset_keys()
+    from dpone_dagster.definitions import defs as location
+
+    keys = ducklake_asset_keys(location.get_repository_def())
     assert AssetKey(["main", "marts", "fct_orders"]) in keys
     assert all(len(k.path) == 3 and k.path[0] == "main" for k in keys)
     assert defs.resolve_job_def("fork_state_observation_job") is not None
     assert defs.resolve_sensor_def("fork_state_sensor") is not None
+
+
+def test_without_keys_the_sensor_observes_its_code_locations_ducklake_assets(fork_with_one_model):
+    """No key list: the sensor finds the `ducklake` assets in the definitions it runs in (not the dbt module)."""
+    from dagster import Definitions
+
+    location = Definitions(assets=[orders, order_count], resources={"ducklake": DuckLakeResource()})
+    with acting_as(FORK) as ducklake:
+        context = build_sensor_context(resources={"ducklake": ducklake}, definitions=location)
+        result = build_fork_state_sensor(workspace=FORK)(context)
+    assert isinstance(result, SensorResult)
+    assert {e.asset_key for e in result.asset_events} == {ORDERS, COUNT}
+
+
+def test_without_keys_or_code_location_the_sensor_refuses():
+    from dpone_dagster.defs.lake.observations import DuckLakeAssetsUnknownError
+
+    with acting_as(FORK) as ducklake, pytest.raises(DuckLakeAssetsUnknownError):
+        build_fork_state_sensor(workspace=FORK)(build_sensor_context(resources={"ducklake": ducklake}))
 
 
 def _tick(sensor, workspace: str, cursor: str | None = None):

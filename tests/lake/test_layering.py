@@ -88,3 +88,33 @@ def test_the_cycle_finder_sees_a_lazy_import_circle(tmp_path):
 
 def _module_name_in(base: Path, path: Path) -> str:
     return ".".join(path.relative_to(base).with_suffix("").parts)
+
+
+DEFS = PACKAGE_ROOT / "defs"
+
+
+def defs_domain_graph(root: Path = DEFS) -> dict[str, set[str]]:
+    """Domain → the other `defs/<domain>` packages any of its modules imports (lazy imports included)."""
+    domains = {p.name for p in root.iterdir() if p.is_dir() and (p / "__init__.py").is_file()}
+    graph: dict[str, set[str]] = {d: set() for d in domains}
+    for domain in domains:
+        for path in (root / domain).rglob("*.py"):
+            for name in _imports(path):
+                parts = name.split(".")
+                if parts[:2] == ["dpone_dagster", "defs"] and len(parts) > 2 and parts[2] in domains:
+                    if parts[2] != domain:
+                        graph[domain].add(parts[2])
+    return graph
+
+
+def test_defs_lake_imports_nothing_from_defs_dbt():
+    """dbt sits on the lake domain (`DuckLakeResource`, the `ducklake` kind); the lake never reaches up."""
+    offenders = {
+        _module_name(path): sorted(i for i in _imports(path) if i.startswith("dpone_dagster.defs.dbt"))
+        for path in sorted((DEFS / "lake").rglob("*.py"))
+    }
+    assert {m: found for m, found in offenders.items() if found} == {}
+
+
+def test_defs_domains_import_no_circle():
+    assert find_cycle(defs_domain_graph()) is None

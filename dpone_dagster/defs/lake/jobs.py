@@ -25,7 +25,7 @@ never changes the workspace anything is attached or written as.
 from dagster import Config, Failure, JobDefinition, OpExecutionContext, job, op
 
 from dpone_dagster.config import load_config
-from dpone_dagster.defs.lake.observations import AssetKeys, ducklake_asset_keys, fork_state_observations
+from dpone_dagster.defs.lake.observations import AssetKeys, fork_state_observations, location_asset_keys
 from dpone_dagster.defs.lake.resources import DuckLakeResource
 from dpone_dagster.defs.workspace_binding import (
     WorkspaceNotThisDeploymentError,
@@ -102,12 +102,13 @@ def build_drop_fork_job() -> JobDefinition:
     return drop_fork_job
 
 
-def build_fork_state_observation_job(asset_keys: AssetKeys = ducklake_asset_keys) -> JobDefinition:
-    """The observation job over the assets `asset_keys()` names (default: the dbt tables)."""
+def build_fork_state_observation_job(asset_keys: AssetKeys | None = None) -> JobDefinition:
+    """The observation job over the assets `asset_keys()` names (default: the code location's `ducklake` assets)."""
 
     @op(name="observe_fork_state", out={})
     def observe_fork_state(context: OpExecutionContext, ducklake: DuckLakeResource):
-        report = fork_state_observations(ducklake, list(asset_keys()))
+        keys = asset_keys() if asset_keys is not None else location_asset_keys(context)
+        report = fork_state_observations(ducklake, list(keys))
         yield from report.observations
         summary = ", ".join(f"{n} {state}" for state, n in report.counts().items()) or "no DuckLake assets"
         context.log.info(f"workspace {ducklake.workspace_id}: {summary}")

@@ -6,19 +6,23 @@ lake's states once (`DuckLakeResource.table_states`, one batched control-store p
 returns one observation per asset, with the same metadata keys a materialization carries:
 workspace, lake, table, namespace, fork_state, fork_owner (deferred only), snapshot_id (when known).
 
-What a reader could get wrong: the assets are found through the dbt definitions, imported when
-first asked for, not when this module is imported: the dbt assets import this package (for
-`DuckLakeResource`), so importing them eagerly here would be circular.
+What a reader could get wrong: the assets are found in the code location the job or sensor runs in
+(`context.repository_def`: any asset with the `ducklake` kind, the synthetic dbt models and a team's
+own dbt project alike), never by importing the dbt definitions: `defs/dbt` imports this package
+(for `DuckLakeResource`), so `defs/lake` importing `defs/dbt` would be an import circle.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from dagster import AssetKey, AssetObservation
+from dagster import AssetKey, AssetObservation, RepositoryDefinition
+from dagster._check import CheckError
 
 from dpone_dagster.defs.lake.resources import DuckLakeResource
+from dpone_dagster.errors import LakeError
 from dpone_dagster.lake.resolve import TableName
 from dpone_dagster.lake.table_states import LakeTableStates
 
@@ -27,11 +31,26 @@ LAKE_KIND = "ducklake"
 AssetKeys = Callable[[], Iterable[AssetKey]]
 
 
-def ducklake_asset_keys() -> list[AssetKey]:
-    """Keys of the code location's DuckLake table assets (the dbt models, seeds and snapshots)."""
-    from dpone_dagster.defs.dbt.assets import synthetic_dbt_assets
+class DuckLakeAssetsUnknownError(LakeError):
+    code = "lake.ducklake_assets_unknown"
 
-    return sorted((spec.key for spec in synthetic_dbt_assets.specs if LAKE_KIND in spec.kinds), key=str)
+
+def ducklake_asset_keys(repository_def: RepositoryDefinition | None) -> list[AssetKey]:
+    """Keys of a code location's DuckLake table assets: every asset carrying the `ducklake` kind."""
+    if repository_def is None:
+        raise DuckLakeAssetsUnknownError(
+            "no code location is known here, so its DuckLake assets cannot be listed; pass the asset keys"
+        )
+    return sorted((n.key for n in repository_def.asset_graph.asset_nodes if LAKE_KIND in n.kinds), key=str)
+
+
+def location_asset_keys(context: Any) -> list[AssetKey]:
+    """`ducklake_asset_keys` of the code location an op or sensor `context` runs in."""
+    try:
+        repository_def = context.repository_def
+    except CheckError:  # an op run outside a code location (execute_in_process of a bare job)
+        repository_def = None
+    return ducklake_asset_keys(repository_def)
 
 
 def lake_table(key: AssetKey) -> tuple[str, TableName] | None:
@@ -67,7 +86,32 @@ def fork_state_observations(ducklake: DuckLakeResource, keys: Sequence[AssetKey]
         if named is not None:
             tables[key] = named
     states = {lake: ducklake.table_states(lake) for lake in sorted({lake for lake, _ in tables.values()})}
-    observations = [
-        AssetObservation(asset_key=key, metadata=states[lake].metadata(table)) for key, (lake, table) in tables.items()
-    ]
+    observations = []
+    for key, (lake, table) in tables.items():
+        metadata = states[lake].metadata(table)
+        observations.append(AssetObservation(asset_key=key, description=fork_state_summary(metadata), metadata=metadata))
     return ForkStateReport(states, observations)
+
+
+def fork_state_summary(metadata: Mapping[str, object]) -> str:
+    """One line for an observation's description: "deferred to prod @ snapshot 7", "materialized in fork …"."""
+    state = metadata.get("fork_state")
+    snapshot = f" @ snapshot {metadata['snapshot_id']}" if metadata.get("snapshot_id") is not None else ""
+    if state == "deferred":
+        return f"deferred to {metadata.get('fork_owner')}{snapshot}"
+    if state == "fork_materialized":
+        return f"materialized in fork {metadata.get('workspace')}{snapshot}"
+    if state == "absent":
+        return f"absent: no workspace up the chain of {metadata.get('workspace')} has built it"
+    return f"{state} table of workspace {metadata.get('workspace')}{snapshot}"
+
+
+def record_fork_state(instance: Any, ducklake: DuckLakeResource, keys: Sequence[AssetKey]) -> ForkStateReport:
+    """Report the observations into `instance` outside any run (what `dpone dev` does at start in a fork).
+
+    In a workspace that is not a fork of any of the assets' lakes nothing is recorded: every table is its own."""
+    report = fork_state_observations(ducklake, keys)
+    if report.fork_lakes:
+        for observation in report.observations:
+            instance.report_runless_asset_event(observation)
+    return report

@@ -22,7 +22,7 @@ import json
 from dagster import DefaultSensorStatus, SensorDefinition, SensorEvaluationContext, SensorResult, SkipReason, sensor
 
 from dpone_dagster.config import load_config
-from dpone_dagster.defs.lake.observations import AssetKeys, ducklake_asset_keys, fork_state_observations
+from dpone_dagster.defs.lake.observations import AssetKeys, fork_state_observations, location_asset_keys
 from dpone_dagster.defs.lake.resources import DuckLakeResource
 from dpone_dagster.workspaces.ids import ROOT_WORKSPACE
 
@@ -41,8 +41,12 @@ def _read_cursor(cursor: str | None) -> dict:
     return loaded if isinstance(loaded, dict) else {}
 
 
-def evaluate_fork_state(context: SensorEvaluationContext, ducklake: DuckLakeResource, asset_keys: AssetKeys):
-    report = fork_state_observations(ducklake, list(asset_keys()))
+def evaluate_fork_state(
+    context: SensorEvaluationContext, ducklake: DuckLakeResource, asset_keys: AssetKeys | None = None
+):
+    """`asset_keys` None: the `ducklake` assets of the code location the sensor runs in."""
+    keys = asset_keys() if asset_keys is not None else location_asset_keys(context)
+    report = fork_state_observations(ducklake, list(keys))
     workspace = ducklake.workspace_id
     forks = report.fork_lakes
     if not forks:
@@ -80,7 +84,7 @@ def evaluate_fork_state(context: SensorEvaluationContext, ducklake: DuckLakeReso
 
 
 def build_fork_state_sensor(
-    asset_keys: AssetKeys = ducklake_asset_keys, *, workspace: str | None = None
+    asset_keys: AssetKeys | None = None, *, workspace: str | None = None
 ) -> SensorDefinition:
     """`workspace` (default: the configured one) only decides whether the sensor runs by default."""
     workspace = workspace or load_config().workspace
