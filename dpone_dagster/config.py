@@ -34,6 +34,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
+from datetime import timedelta
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -116,6 +117,11 @@ class LakeConfig(_Closed):
     storage: StorageConfig | None = None
     storage_ref: str = Field(default="default", description="logical name of the storage identity")
     attach_args: dict[str, str | int | bool] = Field(default_factory=dict)
+    defer: Literal["live", "pinned"] = Field(
+        default="live",
+        description="how a fork of this lake reads its ancestors: live (their current data) or "
+        "pinned (at their snapshot when the fork was created, until `dpone fork repin`)",
+    )
 
     @field_validator("name")
     @classmethod
@@ -209,6 +215,33 @@ class ReleaseConfig(_Closed):
         return self
 
 
+_DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_duration(text: str) -> timedelta:
+    """`90s`, `30m`, `12h`, `7d`, `2w` (one positive whole number and one unit) as a timedelta."""
+    match = _DURATION.match(text or "")
+    if not match or int(match.group(1)) <= 0:
+        raise ConfigError(
+            f"{text!r} is not a duration: write a positive whole number and one of s, m, h, d, w (e.g. 7d)",
+            code="config.invalid_duration",
+        )
+    return timedelta(seconds=int(match.group(1)) * _DURATION_UNITS[match.group(2)])
+
+
+class ForksConfig(_Closed):
+    """Fork lifecycle settings. `ttl`: how long a throwaway fork may stay idle (no resolution, run
+    or status read) before the janitor drops it, unless the fork was created with its own TTL."""
+
+    ttl: timedelta = timedelta(days=7)
+
+    @field_validator("ttl", mode="before")
+    @classmethod
+    def _duration(cls, value: object) -> object:
+        return parse_duration(value) if isinstance(value, str) and _DURATION.match(value) else value
+
+
 class DponeConfig(_Closed):
     project_root: Path
     state_dir: Path = Path(".dpone")
@@ -217,6 +250,7 @@ class DponeConfig(_Closed):
     lakes: tuple[LakeConfig, ...] = ()
     dbt_project_dir: Path = Path("dbt_project_synthetic")
     release: ReleaseConfig | None = None
+    forks: ForksConfig = ForksConfig()
 
     @model_validator(mode="after")
     def _unique_lakes(self) -> DponeConfig:

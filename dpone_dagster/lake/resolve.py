@@ -41,6 +41,7 @@ from dpone_dagster.lake.resolved import (
     metadata_catalog,
     root_resolution,
 )
+from dpone_dagster.lake.usage import touch_last_used
 
 __all__ = [
     "DEFAULT_SCHEMA",
@@ -76,4 +77,6 @@ def resolve(
     wanted = parse_targets(targets)
     if workspace_id == ROOT_WORKSPACE:
         return root_resolution(workspace_id, config.lake(lake), config, wanted)
-    return resolve_workspace_lake(workspace_id, lake, config, wanted)
+    resolved = resolve_workspace_lake(workspace_id, lake, config, wanted)
+    touch_last_used(workspace_id, config)  # the TTL janitor's idle clock (at most one write a minute)
+    return resolved

@@ -20,11 +20,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from datetime import timedelta
 
 import sqlalchemy as sa
 
 from dpone_dagster.config import DponeConfig, load_config
 from dpone_dagster.control.store import open_store
+from dpone_dagster.control.workspace_tables import set_usage
 from dpone_dagster.errors import WorkspaceError
 from dpone_dagster.lake.cleanup import CleanupPorts, CleanupReport, drop_fork_namespaces, sweep_tombstones
 from dpone_dagster.lake.ports import Clock, utc_now
@@ -134,11 +136,14 @@ class Workspaces:
         owner: str,
         shared_lakes: Iterable[str] = (),
         shared_with: str | None = None,
+        ttl: timedelta | None = None,
+        pin: bool = False,
     ) -> Workspace:
         """Create fork `workspace_id` of `parent_id` as a new incarnation of that id.
 
         `shared_lakes` are attached where the root keeps them; below a fork that is refused unless
-        `shared_with` names the root."""
+        `shared_with` names the root. `ttl`: how long the fork may stay idle before the TTL janitor
+        drops it (default: the configuration's `forks.ttl`; only throwaway forks are ever reaped)."""
         check_workspace_id(workspace_id)
         check_workspace_id(parent_id)
         if workspace_id == ROOT_WORKSPACE:
@@ -147,6 +152,7 @@ class Workspaces:
             raise WorkspaceError("a fork needs an owner", code="workspace.owner_required")
         shared = set(shared_lakes)
         _require_root_named(parent_id, shared, shared_with)
+        ttl_seconds = _ttl_seconds(ttl)
         with self.engine.begin() as conn:
             repo.ensure_root(conn, self._now())
             if repo.get_workspace(conn, workspace_id) is not None:
@@ -181,12 +187,40 @@ class Workspaces:
             with self.engine.begin() as conn:
                 forget_workspace(conn, workspace_id)
                 repo.insert_workspace(conn, created, lakes)
+                set_usage(conn, workspace_id, created.created_at, ttl_seconds)
         except sa.exc.IntegrityError:
             raise WorkspaceExistsError(f"workspace {workspace_id!r} already exists") from None
         for settings, is_shared in lakes:
             if not is_shared and settings.catalog_kind == "postgres":
                 _provision_catalog_roles(workspace_id, settings.name, self.config)
+        self._pin_created(workspace_id, lakes, pin)
         return created
+
+    def _pin_created(self, workspace_id: str, lakes, pin: bool) -> None:
+        """`pin` (or a lake's `defer: pinned`): pin each isolated lake at its ancestors' snapshots now.
+        A pin that cannot be read is refused (`lake.pin_unavailable`) after creation: the fork
+        exists and reads live until `dpone fork repin` succeeds."""
+        from dpone_dagster.lake.pins import pin_lake
+
+        for settings, is_shared in lakes:
+            if not is_shared and (pin or settings.defer == "pinned"):
+                pin_lake(workspace_id, settings.name, self.config, clock=self.clock)
+
+    def repin(self, workspace_id: str, lake: str | None = None, *, actor: str) -> dict[str, dict[str, int]]:
+        """Move the pins of a fork's pinned lakes (or of `lake`, pinning it if it was live) to the
+        ancestors' current snapshots. Returns lake -> ancestor -> new pinned snapshot."""
+        from dpone_dagster.lake.pins import pin_lake, pins
+
+        check_workspace_id(workspace_id)
+        with self.engine.begin() as conn:
+            ws = repo.get_workspace(conn, workspace_id)
+            if ws is None:
+                raise UnknownWorkspaceError(f"workspace {workspace_id!r} does not exist")
+            require_may_drop(conn, ws, actor)
+            names = [lake] if lake else [l.name for l in self.config.all_lakes if pins(conn, workspace_id, l.name)]
+        if lake is not None:
+            self.config.lake(lake)
+        return {name: pin_lake(workspace_id, name, self.config, clock=self.clock) for name in names}
 
     def drop(self, workspace_id: str, *, actor: str) -> DropResult:
         """Delete a fork and clean its namespaces; retry cleanup when it is already deleted."""
@@ -343,6 +377,14 @@ def _provision_catalog_roles(workspace_id: str, lake: str, config: DponeConfig) 
         provision(me, ancestors, config)
     except DponeError as exc:
         log.warning("catalog roles of fork %s (lake %s) not provisioned: %s", workspace_id, lake, exc.code)
+
+
+def _ttl_seconds(ttl: timedelta | None) -> int | None:
+    if ttl is None:
+        return None
+    if ttl.total_seconds() < 60:
+        raise WorkspaceError("a fork's TTL must be at least one minute", code="workspace.invalid_ttl")
+    return int(ttl.total_seconds())
 
 
 def _kind(ws: Workspace) -> str:
