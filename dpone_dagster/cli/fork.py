@@ -157,6 +157,8 @@ def status(
         for table in lake.tables:
             owner = f" (owner {table.owner})" if table.owner else ""
             typer.echo(f"  {table.table}: {table.fork_state}{owner}")
+            if table.partitions:
+                typer.echo(f"    fork partitions: {', '.join(table.partitions)}")
 
 
 @app.command("grant-admin")

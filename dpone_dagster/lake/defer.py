@@ -75,6 +75,10 @@ class DeferView:
         where = f" WHERE {SCD2_MARKER}" if self.current_only else ""
         return f"SELECT * FROM {self.source.qualified(self.owner_alias)}{where}"
 
+    def stored_sql(self) -> str:
+        """What the live view is compared with (a `partitions.PartitionView` differs from its select)."""
+        return self.select_sql()
+
     def create_sql(self, alias: str) -> str:
         verb = "CREATE OR REPLACE VIEW" if self.replace else "CREATE VIEW IF NOT EXISTS"
         return f"{verb} {self.name.qualified(alias)} AS {self.select_sql()}"
@@ -130,7 +134,7 @@ class DeferPlan:
             if existing is None:
                 out.append(view)
                 continue
-            wanted = view.select_sql()
+            wanted = view.stored_sql()
             if existing != wanted and canonical_sql(existing) != canonical_sql(wanted):
                 out.append(replace(view, replace=True))
         return tuple(out)

@@ -53,6 +53,7 @@ from dpone_dagster.lake.naming import (
     fork_metadata_schema,
     lake_alias,
 )
+from dpone_dagster.lake.partitions import PartitionView, partition_views
 from dpone_dagster.lake.ports import CatalogFacts, Clock, LiveViewTriples, Namespace, utc_now
 from dpone_dagster.lake.registry import CACHE, ForkDroppingError, NamespaceRecord, RegistrationCache, register
 from dpone_dagster.lake.defer import DeferPlan, DeferView, LiveViews, TableName
@@ -239,6 +240,22 @@ def _defer_views(
     return views, sorted(skipped), missing
 
 
+def _partition_views(
+    view: WorkspaceLakeView, serving: dict[str, PhysicalLake], attachable: set[str], aliases: dict[str, str], own_alias: str
+) -> list[PartitionView]:
+    """A union view per table this fork built by partition, over the nearest owner (self excluded)."""
+    if not view.partitions:
+        return []
+    chain_ids = view.chain_ids
+    owners: dict[TableName, tuple[str, str | None]] = {}
+    for name, (index, entry) in nearest_owners(["", *chain_ids[1:]], view.tracking).items():
+        if name in view.partitions:
+            owner = serving.get(chain_ids[index])
+            ok = owner is not None and owner.workspace_id in attachable and not entry.missing
+            owners[name] = (chain_ids[index], aliases[owner.workspace_id] if ok else None)  # type: ignore[union-attr]
+    return partition_views(view.partitions, owners, own_alias)
+
+
 def _require_current(config: DponeConfig, workspace_id: str, incarnation: str) -> None:
     with open_store(config.control_store).connect() as conn:
         current = is_current_incarnation(conn, workspace_id, incarnation)
@@ -290,6 +307,7 @@ def resolve_workspace_lake(
 
     target_names = set(targets) | {TableName(t.schema, t.table + CURRENT_SUFFIX) for t in targets}
     views, skipped, missing = _defer_views(view, serving, attachable, aliases)
+    views += _partition_views(view, serving, attachable, aliases, lake_alias(lake))
     defer = DeferPlan(tuple(v for v in views if v.name not in target_names), tuple(sorted(target_names)))
     warnings += [
         f"ancestor {ws!r} owns tables of lake {lake!r} but its namespace is not reachable or was "

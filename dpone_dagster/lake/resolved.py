@@ -207,7 +207,8 @@ class ResolvedLake:
                 warnings.append(message)
                 continue
             reachable.add(ancestor.alias)
-        views = [v for v in self.defer.views(live) if v.owner_alias in reachable]
+        # a per-partition view with no owning ancestor reads only the fork's own table (its alias)
+        views = [v for v in self.defer.views(live) if v.owner_alias in reachable or v.owner_alias == self.alias]
         try:
             self._create_views(conn, views, credentials)
         except Exception:

@@ -40,6 +40,7 @@ from dpone_dagster.control.workspace_tables import (
 from dpone_dagster.errors import LakeError, WorkspaceError
 from dpone_dagster.lake.defer import SCD2_MARKER, TableName
 from dpone_dagster.lake.naming import fork_metadata_schema
+from dpone_dagster.lake.partitions import OwnPartitions, partition_config, read_partitions
 from dpone_dagster.lake.ports import Clock, utc_now
 from dpone_dagster.lake.registry import ForkDroppingError
 
@@ -201,6 +202,7 @@ def record_materialization(
     snapshot_id: int | None,
     columns: Columns,
     partition: str | None = None,
+    partition_by: str | None = None,
     config: DponeConfig | None = None,
     clock: Clock = utc_now,
 ) -> None:
@@ -223,6 +225,8 @@ def record_materialization(
     with open_store(config.control_store).begin() as conn:
         where = sa.and_(*(p.c[k] == v for k, v in key.items()), p.c.partition_key == (partition or ""))
         values = {"status": status, "snapshot_id": snapshot_id, "updated_at": now}
+        if partition:
+            values["config"] = partition_config(partition_by)
         if conn.execute(p.update().where(where).values(**values)).rowcount == 0:
             conn.execute(p.insert().values(**key, partition_key=partition or "", **values))
         if status == "materialized" and cols:
@@ -242,6 +246,8 @@ class WorkspaceLakeView:
     tracking: ChainTracking
     pins: dict[str, int] = field(default_factory=dict)
     """Ancestor id -> the snapshot this workspace reads it at (`fork_pin`); empty: live defer."""
+    partitions: dict[TableName, OwnPartitions] = field(default_factory=dict)
+    """Tables this workspace materialized by partition (see `lake/partitions.py`)."""
 
     @property
     def chain_ids(self) -> list[str]:
@@ -282,7 +288,8 @@ def workspace_lake_view(workspace_id: str, lake: str, config: DponeConfig) -> Wo
         settings = lake_settings(conn, ids, config, lake)
         tracking = read_chain_tracking(conn, ids, lake)
         pins = read_pins(conn, workspace_id, lake)
-    return WorkspaceLakeView(tuple(chain), {ws: settings[ws][lake] for ws in ids}, tracking, pins)
+        partitions = read_partitions(conn, workspace_id, lake)
+    return WorkspaceLakeView(tuple(chain), {ws: settings[ws][lake] for ws in ids}, tracking, pins, partitions)
 
 
 def read_pins(conn: Connection, workspace_id: str, lake: str) -> dict[str, int]:

@@ -9,7 +9,7 @@ untracked tables (raw SQL writes) are not listed, exactly as they are not deferr
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from dpone_dagster.config import DponeConfig, load_config
 from dpone_dagster.errors import LakeError
@@ -24,6 +24,8 @@ class TableStatus:
     table: str
     fork_state: str
     owner: str | None
+    partitions: list[str] = field(default_factory=list)
+    """In a fork: the partitions of a partitioned table the fork built itself (the rest read its owner's)."""
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,8 @@ def _lake_status(workspace_id: str, lake: str, config: DponeConfig) -> tuple[Lak
     tables = []
     for name in names:
         state = state_in_chain(view.chain_ids, view.tracking, name, fork_mode=view.fork_mode)
-        tables.append(TableStatus(str(name), state.state, state.owner))
+        own = view.partitions.get(name) if view.fork_mode else None
+        tables.append(TableStatus(str(name), state.state, state.owner, sorted(own.keys) if own else []))
     return LakeStatus(lake, mode, namespace, data_path, tables, problem), view.chain_ids
 
 
