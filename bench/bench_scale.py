@@ -1,0 +1,269 @@
+"""Scale benchmarks on generated projects (bench/generator.py): load, lineage query, fork resolution, release.
+
+Rows (issue 13), each a ratio measured side by side in this run, with its goal and whether it was met:
+1. code-location load at N models (dpone_dagster.definitions) vs a bare dagster-dbt location
+   (`@dbt_assets` over the same manifest, nothing else): <= 1.5x;
+2. the asset-graph GraphQL query the lineage page loads, same two locations, each behind its own
+   code server (dagster-graphql's out-of-process workspace): <= 1.5x;
+3. fork first resolution, N-table parent, a job selecting the probe model (5 upstream tables) vs
+   the resolution's ATTACH statements alone: <= 1.5x; steady per-job fork resolution vs the prod
+   job's resolution of the same lake: <= 1.25x;
+4. native compile + compose + publish + install at N models vs N/10: <= 12x; W workloads (flows)
+   through the same pipeline in a child process with peak RSS (VmHWM) <= 1 GiB.
+
+Sizes come from the environment so a quick run is possible: `BENCH_SCALE_MODELS` (default 1000),
+`BENCH_SCALE_BASE_MODELS` (100), `BENCH_SCALE_WORKLOADS` (10000), `BENCH_SCALE_ROUNDS` (3); the rows
+name the sizes they measured.
+
+What a reader could get wrong: the manifest is prepared (one `dbt parse`) before any load is timed,
+as a deployed location has it; loads and queries are timed in fresh processes. The fork parent's N
+tables are created directly in the lake and recorded as materialized (building N models with dbt
+would measure dbt, not resolution). The release rows raise the source member limit: at the default
+(`SourceLimits.max_members`, 20,000 files) a source of 10,000 flows (4 files each) is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.generator import DBT_DIR, generate, load_summary
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+MODELS = int(os.environ.get("BENCH_SCALE_MODELS", 1000))
+BASE_MODELS = int(os.environ.get("BENCH_SCALE_BASE_MODELS", 100))
+WORKLOADS = int(os.environ.get("BENCH_SCALE_WORKLOADS", 10_000))
+ROUNDS = int(os.environ.get("BENCH_SCALE_ROUNDS", 3))
+SEED = 1
+PEAK_LIMIT_MB = 1024
+
+BARE_LOCATION = '''
+import os
+from pathlib import Path
+from dagster import AssetExecutionContext, Definitions
+from dagster_dbt import DbtCliResource, DbtProject, dbt_assets
+
+project = DbtProject(project_dir=Path(os.environ["DPONE_PROJECT_ROOT"]) / "dbt")
+
+
+@dbt_assets(manifest=project.manifest_path, project=project)
+def bare_dbt_assets(context: AssetExecutionContext, dbt: DbtCliResource):
+    yield from dbt.cli(["build"], context=context).stream()
+
+
+defs = Definitions(assets=[bare_dbt_assets], resources={"dbt": DbtCliResource(project_dir=project)})
+'''
+
+_LOAD_TIMER = """
+import importlib, json, time
+start = time.perf_counter()
+defs = importlib.import_module({module!r}).defs
+repo = defs.get_repository_def()
+seconds = time.perf_counter() - start
+print(json.dumps({{"seconds": seconds, "assets": len(repo.asset_graph.get_all_asset_keys()),
+                  "checks": len(repo.asset_graph.asset_check_keys)}}))
+"""
+
+# What the asset lineage page asks for (the UI's AssetGraphQuery, trimmed to fields this dagster has).
+ASSET_GRAPH_QUERY = """
+query AssetGraphQuery {
+  assetNodes {
+    id assetKey { path } groupName isExecutable isPartitioned isObservable isMaterializable
+    hasMaterializePermission jobNames opNames graphName description computeKind
+    kinds tags { key value } owners { __typename }
+    repository { id name location { id name } }
+    dependencyKeys { path } dependedByKeys { path }
+  }
+}
+"""
+
+_GRAPHQL_TIMER = """
+import json, sys, time
+from dagster import DagsterInstance
+from dagster_graphql.test.utils import define_out_of_process_context, execute_dagster_graphql
+query, rounds = sys.argv[2], int(sys.argv[3])
+instance = DagsterInstance.ephemeral()
+with define_out_of_process_context(sys.argv[1], None, instance) as context:
+    nodes = len(execute_dagster_graphql(context, query).data["assetNodes"])
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        execute_dagster_graphql(context, query)
+        best = min(best, time.perf_counter() - start)
+print(json.dumps({"seconds": best, "nodes": nodes}))
+"""
+
+
+def _row(name: str, baseline: float, measured: float, op: str, bound: float, note: str) -> dict[str, object]:
+    ratio = measured / baseline if baseline else float("inf")
+    met = ratio <= bound if op == "<=" else ratio >= bound
+    return {
+        "name": name,
+        "baseline_s": baseline,
+        "measured_s": measured,
+        "ratio": ratio,
+        "goal": f"ratio {op} {bound:g}: {'met' if met else 'NOT met'}",
+        "met": met,
+        "note": note,
+    }
+
+
+def _load_note() -> str:
+    one, five, _ = os.getloadavg()
+    return f"load average {one:.1f} (5 min {five:.1f}) on {os.cpu_count()} cores"
+
+
+def child_env(root: Path, state: Path, extra_path: Path | None = None) -> dict[str, str]:
+    """The environment of a process that loads the generated project at `root` with state in `state`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DPONE_", "DAGSTER_"))}
+    env.update({"DPONE_PROJECT_ROOT": str(root), "DPONE_STATE_DIR": str(state)})
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), str(extra_path or ""), os.environ.get("PYTHONPATH")]))
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    return env
+
+
+def run_child(code: str, env: dict[str, str], *args: str, timeout: float = 1800) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"child failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def prepare(root: Path, env: dict[str, str]) -> float:
+    """Run the location's guarded `dbt parse` once (skipped when current); returns its seconds."""
+    code = (
+        "import json, time\nstart = time.perf_counter()\n"
+        "from dpone_dagster.defs.dbt.project import prepare_manifest, synthetic_dbt_project\n"
+        "parsed = prepare_manifest(synthetic_dbt_project())\n"
+        "print(json.dumps({'seconds': time.perf_counter() - start, 'parsed': parsed}))\n"
+    )
+    return float(run_child(code, env)["seconds"])
+
+
+# ---------------------------------------------------------------------------------------------
+# 1 + 2: load and lineage query
+
+
+def _location_rows(root: Path, work: Path) -> list[dict[str, object]]:
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "bare_scale_location.py").write_text(BARE_LOCATION, encoding="utf-8")
+    env = child_env(root, work / "state", extra_path=work)
+    parse_s = prepare(root, env)
+    modules = {"bare": "bare_scale_location", "dpone": "dpone_dagster.definitions"}
+    timings: dict[str, list[dict]] = {name: [] for name in modules}
+    for module in modules.values():
+        run_child(_LOAD_TIMER.format(module=module), env)  # warm the file cache and .pyc
+    for _ in range(ROUNDS):
+        for name, module in modules.items():
+            timings[name].append(run_child(_LOAD_TIMER.format(module=module), env))
+    bare = statistics.median(t["seconds"] for t in timings["bare"])
+    dpone = statistics.median(t["seconds"] for t in timings["dpone"])
+    last = timings["dpone"][-1]
+    rows = [
+        _row(
+            f"code-location load, {MODELS} models: dpone location vs bare dagster-dbt",
+            bare, dpone, "<=", 1.5,
+            f"median of {ROUNDS}, fresh process each, manifest prepared ({parse_s:.0f} s dbt parse once, not timed); "
+            f"dpone: {last['assets']} assets + {last['checks']} checks, bare: {timings['bare'][-1]['assets']} assets; "
+            + _load_note(),
+        )
+    ]
+    graph: dict[str, dict] = {}
+    for name, entry in (("bare", f"python_file: {{relative_path: {work / 'bare_scale_location.py'}, attribute: defs, location_name: bare}}"),
+                        ("dpone", "python_module: {module_name: dpone_dagster.definitions, attribute: defs, location_name: dpone}")):
+        workspace = work / f"{name}_workspace.yaml"
+        workspace.write_text(f"load_from:\n  - {entry}\n", encoding="utf-8")
+        graph[name] = run_child(_GRAPHQL_TIMER, env, str(workspace), ASSET_GRAPH_QUERY, str(max(ROUNDS, 3)))
+    rows.append(
+        _row(
+            f"asset-graph GraphQL query (lineage page), {MODELS} models: dpone vs bare dagster-dbt",
+            graph["bare"]["seconds"], graph["dpone"]["seconds"], "<=", 1.5,
+            f"best of {max(ROUNDS, 3)} after a warm-up, each location behind its own code server; "
+            f"nodes: dpone {graph['dpone']['nodes']}, bare {graph['bare']['nodes']}",
+        )
+    )
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# 3: fork resolution on an N-table parent
+
+
+def _fork_rows(root: Path, work: Path) -> list[dict[str, object]]:
+    from bench.scale_forks import fork_resolution_rows
+
+    return fork_resolution_rows(root, work, rounds=max(ROUNDS, 5), row=_row, load_note=_load_note)
+
+
+# ---------------------------------------------------------------------------------------------
+# 4: release pipeline
+
+_RELEASE_CHILD = """
+import json, sys
+from pathlib import Path
+from bench.scale_release import full_release
+seconds = full_release(Path(sys.argv[1]), Path(sys.argv[2]))
+# VmHWM, not ru_maxrss: ru_maxrss carries over from the forking parent.
+peak_kb = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+print(json.dumps({"seconds": seconds, "peak_mb": peak_kb / 1024}))
+"""
+
+
+def release_in_child(root: Path, work: Path) -> dict:
+    work.mkdir(parents=True, exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DPONE_")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
+    return run_child(_RELEASE_CHILD, env, str(root / DBT_DIR), str(work))
+
+
+def _release_rows(work: Path) -> list[dict[str, object]]:
+    small_root = generate(BASE_MODELS, BASE_MODELS // 10, SEED)
+    large_root = generate(MODELS, MODELS // 10, SEED)
+    small = min((release_in_child(small_root, work / f"small{i}") for i in range(2)), key=lambda r: r["seconds"])
+    large = release_in_child(large_root, work / "large")
+    flows = WORKLOADS - BASE_MODELS
+    many = release_in_child(generate(BASE_MODELS, flows, SEED), work / "many")
+    many_ok = many["peak_mb"] <= PEAK_LIMIT_MB
+    return [
+        _row(
+            f"native compile + compose + publish + install: {MODELS} models vs {BASE_MODELS} (+ 1/10 as many flows)",
+            small["seconds"], large["seconds"], "<=", 12,
+            f"child process each; peak RSS {small['peak_mb']:.0f} / {large['peak_mb']:.0f} MB (the dbt compile "
+            "runs in its own worker, not counted); " + _load_note(),
+        ),
+        {
+            "name": f"{WORKLOADS} workloads ({BASE_MODELS} models + {flows} flows) through the same pipeline: peak RSS",
+            "measured_s": many["seconds"],
+            "goal": f"completes, peak RSS <= {PEAK_LIMIT_MB} MiB: {'met' if many_ok else 'NOT met'}",
+            "met": many_ok,
+            "note": f"peak RSS (VmHWM of the pipeline process) {many['peak_mb']:.0f} MiB; source member limit raised "
+            f"(the default 20,000 files refuses {flows} flows x 4 files)",
+        },
+    ]
+
+
+def run() -> list[dict[str, object]]:
+    work = Path(tempfile.mkdtemp(prefix="dpone-bench-scale-"))
+    try:
+        root = generate(MODELS, 0, SEED)
+        rows = _location_rows(root, work / "location")
+        rows += _fork_rows(root, work / "forks")
+        rows += _release_rows(work / "release")
+        return rows
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    from bench.__main__ import format_table
+
+    print(format_table(run()))

@@ -1,0 +1,44 @@
+"""One full release of a generated project: source copy, native compile, capture, grant, compose, publish, install.
+
+Used by `bench_scale` in a child process (so its peak RSS is its own). The stages are the production
+code the Dagster release assets run (`tests/release/real_pipeline.py`); only the authority is
+synthetic, with its workload and source-size limits raised to the design's 10,000 workloads.
+
+What a reader could get wrong: the source is read with `SourceLimits.max_members` raised to fit
+the generated tree; the production default (20,000 files) refuses a source of 10,000 flows.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+MAX_WORKLOADS = 10_000
+MAX_SOURCE_BYTES = 500 * 1024 * 1024
+
+
+def full_release(source_root: Path, work: Path) -> float:
+    """Seconds for the whole pipeline on `source_root` (a dbt project with `flows/`), all state under `work`."""
+    from dpone_dagster.authority.synthetic import SyntheticAuthority, synthetic_limits
+    from dpone_dagster.release.install import ReleaseCache
+    from dpone_dagster.release.object_stores import LocalDirectoryStore
+    from dpone_dagster.release.registry import ReleaseRegistry
+    from dpone_dagster.release.source import SourceLimits, open_source
+    from tests.release.fabricated import SyntheticTarget
+    from tests.release.real_pipeline import compose_real, pipeline_for
+
+    files = sum(1 for path in source_root.rglob("*") if path.is_file())
+    limits = SourceLimits(max_members=max(SourceLimits().max_members, files + 100))
+    policy_limits = synthetic_limits(max_workloads=MAX_WORKLOADS, max_source_bytes=MAX_SOURCE_BYTES)
+    target = SyntheticTarget(authority=SyntheticAuthority(policy_options={"limits": policy_limits}))
+    start = time.perf_counter()
+    with open_source(source_root, work_dir=work, limits=limits) as tree:
+        native = pipeline_for(target, work / "state", work_dir=work).compile_native(tree)
+        release = compose_real(tree, native, work / "state", target=target, work_dir=work)
+    bundle, authority = release.bundle, release.authority
+    ReleaseRegistry(LocalDirectoryStore(work / "registry")).publish(
+        bundle, authority=authority, receipt=target.publication(bundle, authority), admission=target.issuer
+    )
+    cache = ReleaseCache(work / "cache", admission=target.issuer, clock=target.clock)
+    cache.materialize(bundle, authority=authority, receipt=target.materialization(bundle, authority))
+    return time.perf_counter() - start
