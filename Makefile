@@ -6,7 +6,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.dpone-installed
 export PATH := $(CURDIR)/$(BIN):$(PATH)
-export DAGSTER_HOME ?= $(CURDIR)/.dpone/dagster_home
+# One Dagster instance per workspace: `dpone dev` / `dpone demo` use $DAGSTER_HOME when you set it,
+# else the workspace's own home (.dpone/dagster_home for prod, .dpone/workspaces/<fork>/dagster_home).
 # The embedded default's executable synthetic-family release resolves its two connections by alias
 # from these variables (the standard runtime's credential port); files inside its own sandbox lake.
 export DPONE_CONNECTION_ORDERS_SOURCE ?= orders_source.duckdb
@@ -22,17 +23,14 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: $(STAMP)
-	@mkdir -p $(DAGSTER_HOME)
 	$(BIN)/dpone demo
 
 test: $(STAMP)
-	@mkdir -p $(DAGSTER_HOME)
 	$(BIN)/python -m pytest -q; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
 
 dev: $(STAMP)
-	@mkdir -p $(DAGSTER_HOME)
 	$(BIN)/dpone prepare
-	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+	$(BIN)/dpone dev --port 3000
 
 check-defs: $(STAMP)
 	$(BIN)/dagster definitions validate -w workspace.yaml

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import typer
 
-from dpone_dagster.cli import demo, fork, lake, release
+from dpone_dagster.cli import demo, dev, fork, lake, release
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__.splitlines()[0])
 app.add_typer(fork.app, name="fork", help="Create, inspect and drop fork data environments.")
 app.add_typer(lake.app, name="lake", help="Inspect how a workspace attaches its DuckLakes.")
 app.add_typer(release.app, name="release", help="Inspect and re-verify development releases; recover, repair-audit, rollback, gc.")
 demo.register(app)
+app.command("dev")(dev.dev)
 
 
 def main() -> None:

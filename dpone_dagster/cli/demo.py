@@ -8,9 +8,9 @@ rows each of its tables holds, then runs the release group end to end (`release_
 the installed release identity, what publication wrote, and the runtime admission result: every
 task denied, zero credential resolutions.
 
-What a reader could get wrong: the demo runs in the Dagster instance under `DAGSTER_HOME` when it
-is set (the Makefile sets it), so its runs show up in `make dev`; without it the runs are
-ephemeral. A second demo is an identical retry: same release identity, zero bytes written.
+What a reader could get wrong: the demo runs in the configured workspace's own Dagster instance
+(`DAGSTER_HOME` if set, else `.dpone/dagster_home` for prod and `.dpone/workspaces/<fork>/dagster_home`
+for a fork), so its runs show up in that workspace's `make dev` and in no other workspace's. A second demo is an identical retry: same release identity, zero bytes written.
 """
 
 from __future__ import annotations
@@ -90,10 +90,15 @@ def lake_location_lines(lake: str = DEFAULT_LAKE) -> list[str]:
 
 
 def demo_instance():
-    """The Dagster instance under `DAGSTER_HOME` (shared with `make dev`), else an ephemeral one."""
+    """The configured workspace's own Dagster instance (the one `make dev` / `dpone dev` serves).
+
+    `DAGSTER_HOME` if set (refused when it is another workspace's), else the workspace's embedded home."""
     from dagster import DagsterInstance
 
-    return DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else DagsterInstance.ephemeral()
+    from dpone_dagster.workspaces.dagster_home import prepare_dagster_home
+
+    home = prepare_dagster_home(load_config(), os.environ)
+    return DagsterInstance.from_config(str(home.path))
 
 
 def materialize_dbt_assets(instance) -> int:

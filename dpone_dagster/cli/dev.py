@@ -1,0 +1,94 @@
+"""`dpone dev`: `dagster dev` on the configured workspace's own Dagster instance (what `make dev` runs).
+
+It prepares the workspace's DAGSTER_HOME (`dpone_dagster.workspaces.dagster_home`: prod's under
+`.dpone/dagster_home`, a fork's under `.dpone/workspaces/<fork>/dagster_home`, each with its
+`dagster.yaml`), prepares the dbt manifest, and in a fork records one observation per DuckLake
+asset into that instance ("deferred to prod @ snapshot 7"), so the fork's UI shows from its first
+page which tables it reads from an ancestor; then it replaces itself with `dagster dev`.
+`--dry-run` prepares and prints without starting; `--json` prints what was prepared as JSON.
+
+What a reader could get wrong: the observations are a picture of the start; afterwards the fork's
+own materializations (their metadata says `fork_materialized`) and `fork_state_sensor` (an
+ancestor materialized) keep the latest event current. Nothing here reads or writes a lake.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import typer
+
+from dpone_dagster.errors import DponeError
+
+
+@dataclass(frozen=True)
+class DevPreparation:
+    home: object  # DagsterHome
+    observed: dict[str, int]
+    workspace_file: Path
+
+    def as_json(self) -> dict[str, object]:
+        return {**self.home.as_json(), "observed_fork_state": self.observed}
+
+
+def ducklake_keys(defs) -> list:
+    """Asset keys of every DuckLake table asset (kind `ducklake`) of a `Definitions`."""
+    from dpone_dagster.defs.lake.observations import LAKE_KIND
+
+    return sorted((spec.key for spec in defs.resolve_all_asset_specs() if LAKE_KIND in spec.kinds), key=str)
+
+
+def prepare_dev(env: Mapping[str, str] | None = None) -> DevPreparation:
+    """Prepare the configured workspace's Dagster home; in a fork, record its fork state there."""
+    from dagster import DagsterInstance
+
+    from dpone_dagster.config import load_config
+    from dpone_dagster.defs.dbt.project import prepare_manifest
+    from dpone_dagster.defs.lake.observations import record_fork_state
+    from dpone_dagster.defs.lake.resources import DuckLakeResource
+    from dpone_dagster.workspaces.dagster_home import prepare_dagster_home
+    from dpone_dagster.workspaces.ids import ROOT_WORKSPACE
+
+    env = dict(os.environ if env is None else env)
+    config = load_config(env)
+    home = prepare_dagster_home(config, env)
+    observed: dict[str, int] = {}
+    if config.workspace != ROOT_WORKSPACE:
+        prepare_manifest()
+        from dpone_dagster.definitions import defs
+
+        with DagsterInstance.from_config(str(home.path)) as instance:
+            observed = record_fork_state(instance, DuckLakeResource(), ducklake_keys(defs)).counts()
+    return DevPreparation(home=home, observed=observed, workspace_file=config.project_root / "workspace.yaml")
+
+
+def dev(
+    port: int = typer.Option(3000, help="Port of the webserver (always on 127.0.0.1)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Prepare the instance and print it; do not start."),
+    as_json: bool = typer.Option(False, "--json", help="Print what was prepared as JSON."),
+) -> None:
+    """Start `dagster dev` on this workspace's own Dagster instance (one instance per workspace)."""
+    try:
+        prepared = prepare_dev()
+    except DponeError as exc:
+        typer.echo(f"error [{exc.code}]: {exc.message}", err=True)
+        raise typer.Exit(1) from None
+    home = prepared.home
+    if as_json:
+        typer.echo(json.dumps(prepared.as_json(), indent=2))
+    else:
+        typer.echo(f"workspace {home.workspace!r}: DAGSTER_HOME={home.path}")
+        if prepared.observed:
+            counts = ", ".join(f"{n} {state}" for state, n in prepared.observed.items())
+            typer.echo(f"  observed the fork state of its DuckLake assets ({counts})")
+    if dry_run:
+        return
+    dagster = str(Path(sys.executable).with_name("dagster"))
+    command = [dagster, "dev", "-w", str(prepared.workspace_file), "-h", "127.0.0.1", "-p", str(port)]
+    sys.stdout.flush()
+    os.execve(dagster, command, {**os.environ, "DAGSTER_HOME": str(home.path)})

@@ -1,0 +1,102 @@
+"""One Dagster instance per workspace on the embedded default: where a workspace's DAGSTER_HOME is.
+
+`prod` keeps `<state dir>/dagster_home`; every other workspace gets its own
+`<state dir>/workspaces/<workspace segment>/dagster_home`, so a fork's UI never shows prod's runs,
+materializations, sensor cursors or run tags as its own. `prepare_dagster_home` creates the home,
+writes a `dagster.yaml` there (a missing one makes every Dagster start warn "No dagster instance
+configuration file") and a marker naming the workspace the home belongs to.
+
+What a reader could get wrong: an explicitly set `DAGSTER_HOME` wins (a production deployment
+points it at its own PostgreSQL-backed instance, see docs/production.md), but a home whose marker
+names another workspace is refused (`workspace.dagster_home_of_another_workspace`): that is
+exactly the shared instance that showed prod's materializations in a fork. A home without a
+marker (one you made yourself) is adopted and marked. The segment is the workspace id when that
+is a plain name, else a sanitized id plus a hash (ids may contain `/`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from dpone_dagster.config import DponeConfig
+from dpone_dagster.contracts.workspace_ids import ROOT_WORKSPACE, check_workspace_id
+from dpone_dagster.errors import WorkspaceError
+from dpone_dagster.lake.naming import hash8
+
+MARKER_FILE = ".dpone-workspace"
+INSTANCE_FILE = "dagster.yaml"
+_PLAIN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+
+_INSTANCE_YAML = """\
+# Dagster instance of dpone workspace {workspace!r} (embedded default), written by `dpone dev`.
+# Runs, event logs and schedules are SQLite files in this directory; no other workspace uses it.
+# For PostgreSQL-backed storage (one database or schema per deployment) see docs/production.md.
+"""
+
+
+class DagsterHomeOfAnotherWorkspaceError(WorkspaceError):
+    code = "workspace.dagster_home_of_another_workspace"
+
+
+@dataclass(frozen=True)
+class DagsterHome:
+    """The Dagster instance directory a workspace's processes use, and what preparing it did."""
+
+    workspace: str
+    path: Path
+    explicit: bool
+    wrote_instance_yaml: bool = False
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "workspace": self.workspace,
+            "dagster_home": str(self.path),
+            "from_env": self.explicit,
+            "wrote_dagster_yaml": self.wrote_instance_yaml,
+        }
+
+
+def workspace_segment(workspace: str) -> str:
+    """A single path component naming `workspace` (plain ids as they are, others sanitized + hash)."""
+    check_workspace_id(workspace)
+    if _PLAIN.match(workspace):
+        return workspace
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", workspace)[:80] + "-" + hash8(workspace)
+
+
+def default_dagster_home(config: DponeConfig, workspace: str | None = None) -> Path:
+    """The embedded default's home of `workspace` (default: the configured one)."""
+    workspace = workspace or config.workspace
+    if workspace == ROOT_WORKSPACE:
+        return config.state_path / "dagster_home"
+    return config.state_path / "workspaces" / workspace_segment(workspace) / "dagster_home"
+
+
+def marked_workspace(home: Path) -> str | None:
+    marker = home / MARKER_FILE
+    return marker.read_text(encoding="utf-8").strip() if marker.is_file() else None
+
+
+def prepare_dagster_home(config: DponeConfig, env: Mapping[str, str]) -> DagsterHome:
+    """Create (or adopt) the configured workspace's Dagster home; refuse another workspace's home."""
+    workspace = config.workspace
+    explicit = bool(env.get("DAGSTER_HOME"))
+    path = Path(env["DAGSTER_HOME"]).expanduser().resolve() if explicit else default_dagster_home(config)
+    owner = marked_workspace(path)
+    if owner is not None and owner != workspace:
+        raise DagsterHomeOfAnotherWorkspaceError(
+            f"DAGSTER_HOME is the Dagster instance of workspace {owner!r}, but this process acts for "
+            f"{workspace!r}: its UI would show {owner!r}'s runs and materializations as this workspace's. "
+            "Unset DAGSTER_HOME (each workspace then gets its own) or point it at this workspace's instance"
+        )
+    path.mkdir(parents=True, exist_ok=True)
+    if owner is None:
+        (path / MARKER_FILE).write_text(workspace + "\n", encoding="utf-8")
+    instance_yaml = path / INSTANCE_FILE
+    wrote = not instance_yaml.exists()
+    if wrote:
+        instance_yaml.write_text(_INSTANCE_YAML.format(workspace=workspace), encoding="utf-8")
+    return DagsterHome(workspace=workspace, path=path, explicit=explicit, wrote_instance_yaml=wrote)
