@@ -10,9 +10,17 @@ dbt-duckdb opens, through `dpone_dagster.lake.dbt_plugin`) goes through `connect
 - `LOAD` each needed extension from its PyPI wheel file
   (`site-packages/duckdb_extension_<name>/extensions/v<duckdb>/<name>.duckdb_extension`).
 
+A connection starts with `ducklake` only (`DEFAULT_EXTENSIONS`). `postgres_scanner` and `httpfs`
+cost a signature check each (~0.1-0.2 s per connection) and are loaded on demand by
+`load_extensions`: `ResolvedLake.apply` loads what its plan needs (a PostgreSQL catalog, an S3 data
+path) before its first statement, so a lake that uses neither never pays for them.
+
 What a reader could get wrong: `postgres_scanner` must be loaded *before* a DuckLake with a
-PostgreSQL catalog is attached, and the extension directory is only a place DuckDB would install
-into; we never install, we load by absolute path.
+PostgreSQL catalog is attached (autoload is off, so nothing else would load it); SQL that attaches a
+PostgreSQL catalog or reads S3 on a `connect()` connection without going through a resolved lake
+must ask for those extensions itself (`connect(extensions=resolved.extensions)` or
+`load_extensions`). The extension directory is only a place DuckDB would install into; we never
+install, we load by absolute path.
 """
 
 from __future__ import annotations
@@ -27,7 +35,8 @@ import duckdb
 from dpone_dagster.errors import LakeError
 
 DUCKDB_VERSION = duckdb.__version__
-DEFAULT_EXTENSIONS: tuple[str, ...] = ("ducklake", "postgres_scanner", "httpfs")
+DEFAULT_EXTENSIONS: tuple[str, ...] = ("ducklake",)
+ON_DEMAND_EXTENSIONS: tuple[str, ...] = ("postgres_scanner", "httpfs")
 _WHEEL_PACKAGE = {
     "ducklake": "duckdb_extension_ducklake",
     "postgres_scanner": "duckdb_extension_postgres_scanner",
@@ -81,13 +90,21 @@ def configure(
     conn.execute(f"SET extension_directory = {_sql_string(str(directory))}")
     conn.execute("SET autoinstall_known_extensions = false")
     conn.execute("SET autoload_known_extensions = false")
+    return load_extensions(conn, extensions)
+
+
+def load_extensions(conn: duckdb.DuckDBPyConnection, extensions: Iterable[str]) -> duckdb.DuckDBPyConnection:
+    """Load each of `extensions` not yet loaded on `conn`, from its wheel (one query when all are)."""
+    wanted = tuple(extensions)
+    if not wanted:
+        return conn
     loaded = {
         row[0]
         for row in conn.execute(
             "SELECT extension_name FROM duckdb_extensions() WHERE loaded"
         ).fetchall()
     }
-    for name in extensions:
+    for name in wanted:
         if name in loaded:
             continue
         conn.execute(f"LOAD {_sql_string(str(extension_path(name)))}")

@@ -183,9 +183,12 @@ class ResolvedLake:
         unless a table is gone).
         The target attach and everything else must succeed.
         """
+        from dpone_dagster.lake.duck import load_extensions
+
         warnings = list(self.warnings)
         if self.fence is not None and time.monotonic() - self.planned_at > FENCE_GRACE_S:
             self.fence()
+        load_extensions(conn, self.extensions)  # postgres_scanner / httpfs only when the plan needs them
         self._prepare_local_paths()
         for statement in self.setup:
             _run(conn, statement, credentials)
