@@ -57,10 +57,14 @@ def create(
         "lakes are the root's, not the parent's.",
     ),
     owner: str = typer.Option(None, "--owner", help="Owner of the fork (default: current user)."),
+    ttl: str = typer.Option(
+        None, "--ttl", help="Idle time after which the TTL janitor drops this fork (e.g. 3d; default: forks.ttl)."
+    ),
 ) -> None:
     """Create a fork; every lake is isolated unless named with --shared."""
     created = _service().create_fork(
-        workspace_id, parent, owner=owner or _current_user(), shared_lakes=shared, shared_with=shared_with
+        workspace_id, parent, owner=owner or _current_user(), shared_lakes=shared, shared_with=shared_with,
+        ttl=_duration(ttl),
     )
     typer.echo(f"created {created.id} (parent {created.parent_id}, owner {created.owner})")
 
@@ -143,6 +147,7 @@ def status(
     from dpone_dagster.workspaces.status import workspace_status
 
     result = workspace_status(workspace_id)
+    _touch(workspace_id)  # a status read counts as use for the TTL janitor
     if as_json:
         typer.echo(json.dumps(result.as_dict(), indent=2))
         return
@@ -171,3 +176,43 @@ def grant_admin(
     """Make ACTOR an admin of workspace ID (and so of every fork below it)."""
     _service().grant_admin(workspace_id, actor, granted_by=granted_by or _current_user())
     typer.echo(f"{actor} is an admin of {workspace_id}")
+
+
+def _duration(text: str | None):
+    from dpone_dagster.config import parse_duration
+
+    return parse_duration(text) if text else None
+
+
+def _touch(workspace_id: str) -> None:
+    from dpone_dagster.config import load_config
+    from dpone_dagster.lake.usage import touch_last_used
+
+    touch_last_used(workspace_id, load_config())
+
+
+@app.command("janitor")
+@reported
+def janitor(
+    dry_run: bool = typer.Option(False, "--dry-run", help="List what would be dropped and why; drop nothing."),
+    ttl: str = typer.Option(None, "--ttl", help="Default TTL for forks without their own (e.g. 3d; default: forks.ttl)."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Drop throwaway forks idle longer than their TTL (standing dev workspaces and prod: never)."""
+    from dpone_dagster.workspaces.janitor import Janitor
+
+    report = Janitor(_service(), ttl_override=_duration(ttl)).run(dry_run=dry_run)
+    if as_json:
+        typer.echo(json.dumps(report.as_dict(), indent=2))
+    else:
+        for verdict in report.verdicts:
+            mark = ("would drop" if dry_run else "drop") if verdict.drop else "keep"
+            typer.echo(f"{mark} {verdict.workspace_id} (owner {verdict.owner}): {verdict.reason}")
+        for ws in report.dropped:
+            typer.echo(f"dropped {ws}")
+        for ws, code in report.failed:
+            typer.echo(f"not dropped: {ws} ({code})", err=True)
+        for ws, lake, code in report.left_for_retry:
+            typer.echo(f"left for retry: {ws} lake {lake} ({code}); `dpone fork drop {ws}` retries", err=True)
+    if report.failed or report.left_for_retry:
+        raise typer.Exit(2)

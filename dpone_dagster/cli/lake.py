@@ -65,3 +65,38 @@ def sql(
             raw.close()
     for warning in resolved.warnings:
         typer.echo(f"-- warning: {warning}", err=True)
+
+
+@app.command("maintain")
+@reported
+def maintain(
+    lake: str = typer.Argument("main", metavar="LAKE"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="List what would expire or be deleted; change nothing."),
+    retention: str = typer.Option("7d", "--retention", help="Keep snapshots younger than this (e.g. 7d, 12h)."),
+    file_grace: str = typer.Option("1d", "--file-grace", help="Keep scheduled/orphaned files younger than this."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Run DuckLake maintenance (expire snapshots, clean old files, delete orphans) on the ROOT's
+    LAKE, as the root's writer: never a fork file, never a snapshot a pinned fork reads."""
+    import json
+
+    from dpone_dagster.config import parse_duration
+    from dpone_dagster.lake.maintenance import maintain as run_maintenance
+
+    report = run_maintenance(
+        lake, dry_run=dry_run, snapshot_retention=parse_duration(retention), file_grace=parse_duration(file_grace)
+    )
+    if as_json:
+        typer.echo(json.dumps(report.as_dict(), indent=2))
+        return
+    verb = "would expire" if dry_run else "expired"
+    typer.echo(f"lake {report.lake} (data path {report.data_path}), current snapshot {report.current_snapshot}")
+    typer.echo(f"{verb} {len(report.expired_snapshots)} snapshot(s): {report.expired_snapshots}")
+    if report.oldest_pin is not None:
+        typer.echo(f"oldest pin: snapshot {report.oldest_pin}; kept for pinned forks: {report.held_by_pin}")
+    verb = "would delete" if dry_run else "deleted"
+    typer.echo(f"{verb} {len(report.old_files)} old file(s), {len(report.orphaned_files)} orphaned file(s)")
+    for path in report.old_files + report.orphaned_files:
+        typer.echo(f"  {path}")
+    for note in report.notes:
+        typer.echo(f"note: {note}")

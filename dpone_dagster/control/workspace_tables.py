@@ -253,13 +253,21 @@ def set_usage(conn: Connection, workspace_id: str, now: str, ttl_seconds: int | 
     conn.execute(workspace_usage.insert().values(workspace_id=workspace_id, last_used_at=now, ttl_seconds=ttl_seconds))
 
 
-def touch_usage(conn: Connection, workspace_id: str, now: str, stale_before: str) -> bool:
+def touch_usage(conn: Connection, workspace_id: str, now: str, stale_before: str) -> str | None:
     """Move `last_used_at` to `now` when it is older than `stale_before` (ISO strings compare in
-    order: both are UTC `isoformat()`); a fork without a row gets one while it exists. True = written."""
+    order: both are UTC `isoformat()`); a fork without a row gets one while it exists. Returns the
+    row's `last_used_at` afterwards (`now` when written), None when the workspace does not exist."""
     usage = workspace_usage
     where = sa.and_(usage.c.workspace_id == workspace_id, usage.c.last_used_at < stale_before)
     if conn.execute(usage.update().where(where).values(last_used_at=now)).rowcount:
-        return True
+        return now
+    row = conn.execute(sa.select(usage.c.last_used_at).where(usage.c.workspace_id == workspace_id)).first()
+    if row is not None:
+        return row.last_used_at
+    if conn.execute(sa.select(workspace.c.id).where(workspace.c.id == workspace_id)).first() is None:
+        return None
+    conn.execute(usage.insert().values(workspace_id=workspace_id, last_used_at=now, ttl_seconds=None))
+    return now
     if conn.execute(sa.select(usage.c.workspace_id).where(usage.c.workspace_id == workspace_id)).first():
         return False
     if conn.execute(sa.select(workspace.c.id).where(workspace.c.id == workspace_id)).first() is None:

@@ -52,7 +52,7 @@ def touch_last_used(workspace_id: str, config: DponeConfig, *, clock: Clock = ut
         _TOUCHED[key] = now
     try:
         with open_store(config.control_store).begin() as conn:
-            return touch_usage(conn, workspace_id, now.isoformat(), (now - interval).isoformat())
+            stored = touch_usage(conn, workspace_id, now.isoformat(), (now - interval).isoformat())
     except sa.exc.IntegrityError:
         return False  # another process inserted the first row at the same moment
     except Exception as exc:  # the touch must never break what the fork is doing
@@ -60,3 +60,16 @@ def touch_last_used(workspace_id: str, config: DponeConfig, *, clock: Clock = ut
         with _LOCK:
             _TOUCHED.pop(key, None)
         return False
+    with _LOCK:  # remember when the store's row was written, not when we last asked
+        if stored is None:
+            _TOUCHED.pop(key, None)
+        else:
+            _TOUCHED[key] = _moment(stored, now)
+    return stored == now.isoformat()
+
+
+def _moment(stored: str, fallback: datetime) -> datetime:
+    try:
+        return datetime.fromisoformat(stored)
+    except ValueError:
+        return fallback

@@ -28,12 +28,17 @@ from datetime import UTC, datetime, timedelta
 import sqlalchemy as sa
 
 from dpone_dagster.control.workspace_tables import workspace_usage
-from dpone_dagster.errors import DponeError
+from dpone_dagster.contracts.workspace_ids import ROOT_WORKSPACE
+from dpone_dagster.errors import DponeError, WorkspaceError
 from dpone_dagster.lake.ports import Clock, utc_now
 from dpone_dagster.workspaces import repository as repo
 from dpone_dagster.workspaces.service import Workspaces
 
 REAP = "idle past its TTL"
+
+
+class JanitorNotRootError(WorkspaceError):
+    code = "workspace.janitor_not_root"
 
 
 @dataclass(frozen=True)
@@ -120,6 +125,11 @@ class Janitor:
         report = self.plan(now)
         if dry_run:
             return report
+        if self.workspaces.config.workspace != ROOT_WORKSPACE:
+            raise JanitorNotRootError(
+                f"the janitor drops forks only from the {ROOT_WORKSPACE!r} deployment; this process acts "
+                f"for {self.workspaces.config.workspace!r} (a dry run works anywhere)"
+            )
         report.dry_run = False
         for index, verdict in enumerate(report.verdicts):
             if not verdict.drop:

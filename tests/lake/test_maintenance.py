@@ -186,3 +186,33 @@ def test_forks_roots_cover_every_ledger_row(lake_env):
     materialize(lake_env, FORK, "t", "SELECT 1 AS id")
     roots = maint.forks_roots(lake_env.config, open_store(lake_env.config.control_store))
     assert roots == {forks_root(lake_env)}
+
+
+def test_the_maintenance_job_runs_it_and_reports(embedded_lake):
+    from dpone_dagster.defs.lake.maintenance import build_lake_maintenance_job
+
+    materialize(embedded_lake, "prod", "orders", "SELECT 1 AS id")
+    result = build_lake_maintenance_job().execute_in_process(
+        run_config={"ops": {"maintain_lake_op": {"config": {"lake": "main", "dry_run": True}}}}
+    )
+    assert result.success
+    outputs = [e for e in result.all_events if e.event_type_value == "STEP_OUTPUT"]
+    assert outputs and "expired_snapshots" in outputs[0].event_specific_data.metadata
+
+
+def test_a_real_pinned_fork_keeps_its_snapshot_through_maintenance(lake_env):
+    """Kept last: the pin comes from `dpone fork create --pin` (lake/pins.py), not an injected reader."""
+    materialize(lake_env, "prod", "orders", "SELECT 1 AS id")
+    materialize(lake_env, "prod", "orders", "SELECT 2 AS id")
+    Workspaces(lake_env.config).create_fork(FORK, "prod", owner="alice", pin=True)
+    pinned = snapshot_ids(lake_env)[-1]
+    materialize(lake_env, "prod", "orders", "SELECT 3 AS id")
+    materialize(lake_env, "prod", "orders", "SELECT 4 AS id")
+
+    report = maintain(config=lake_env.config, clock=later)
+
+    assert report.oldest_pin == pinned and pinned in report.held_by_pin
+    assert report.expired_snapshots and max(report.expired_snapshots) < pinned
+    assert pinned in snapshot_ids(lake_env)
+    assert run_sql(lake_env, FORK, [], fetch="SELECT id FROM lake_main.main.orders") == [(2,)]
+    assert run_sql(lake_env, "prod", [], fetch="SELECT id FROM lake_main.main.orders") == [(4,)]

@@ -20,9 +20,18 @@ def _defs() -> Any:
     from dpone_dagster.defs.lake.resources import DuckLakeResource
     from dpone_dagster.defs.lake.sensors import build_fork_state_sensor
 
+    from dpone_dagster.defs.lake.maintenance import (
+        build_fork_janitor_job,
+        build_fork_janitor_sensor,
+        build_lake_maintenance_job,
+        build_lake_maintenance_schedule,
+    )
+
+    maintenance_job, janitor_job = build_lake_maintenance_job(), build_fork_janitor_job()
     return Definitions(
-        jobs=[build_drop_fork_job(), build_fork_state_observation_job()],
-        sensors=[build_fork_state_sensor()],
+        jobs=[build_drop_fork_job(), build_fork_state_observation_job(), maintenance_job, janitor_job],
+        sensors=[build_fork_state_sensor(), build_fork_janitor_sensor(janitor_job)],
+        schedules=[build_lake_maintenance_schedule(maintenance_job)],
         resources={"ducklake": DuckLakeResource()},
     )
 
