@@ -57,6 +57,9 @@ def create(
         "lakes are the root's, not the parent's.",
     ),
     owner: str = typer.Option(None, "--owner", help="Owner of the fork (default: current user)."),
+    pin: bool = typer.Option(
+        False, "--pin", help="Read each ancestor at its snapshot now (pinned defer) instead of live."
+    ),
     ttl: str = typer.Option(
         None, "--ttl", help="Idle time after which the TTL janitor drops this fork (e.g. 3d; default: forks.ttl)."
     ),
@@ -64,7 +67,7 @@ def create(
     """Create a fork; every lake is isolated unless named with --shared."""
     created = _service().create_fork(
         workspace_id, parent, owner=owner or _current_user(), shared_lakes=shared, shared_with=shared_with,
-        ttl=_duration(ttl),
+        ttl=_duration(ttl), pin=pin,
     )
     typer.echo(f"created {created.id} (parent {created.parent_id}, owner {created.owner})")
 
@@ -146,10 +149,13 @@ def status(
     """Per lake: mode, namespace, data path, and every tracked table's fork_state and owner."""
     from dpone_dagster.workspaces.status import workspace_status
 
+    from dpone_dagster.lake.staleness import workspace_staleness
+
     result = workspace_status(workspace_id)
+    staleness = {s.lake: s for s in workspace_staleness(workspace_id)}  # pins and staleness (lake/staleness.py)
     _touch(workspace_id)  # a status read counts as use for the TTL janitor
     if as_json:
-        typer.echo(json.dumps(result.as_dict(), indent=2))
+        typer.echo(json.dumps({**result.as_dict(), "staleness": [s.as_dict() for s in staleness.values()]}, indent=2))
         return
     typer.echo(f"workspace {result.workspace_id} (chain: {' -> '.join(result.chain)})")
     for lake in result.lakes:
@@ -164,6 +170,45 @@ def status(
             typer.echo(f"  {table.table}: {table.fork_state}{owner}")
             if table.partitions:
                 typer.echo(f"    fork partitions: {', '.join(table.partitions)}")
+        _echo_staleness(staleness.get(lake.lake))
+
+
+def _echo_staleness(lake) -> None:
+    """Pins and staleness of one lake under `dpone fork status` (see lake/staleness.py)."""
+    if lake is None or not lake.fork_mode:
+        return
+    pins = ", ".join(f"{owner}@{snapshot}" for owner, snapshot in sorted(lake.pins.items()))
+    typer.echo(f"  defer: {lake.mode}" + (f" (pinned at {pins})" if pins else ""))
+    for d in lake.deferred:
+        behind = f", owner {d.snapshots_behind} snapshot(s) ahead" if d.snapshots_behind else ""
+        since = f" for {d.behind_seconds:.0f}s" if d.snapshots_behind and d.behind_seconds is not None else ""
+        changed = "changed in owner since reference" if d.table_changed else "unchanged in owner"
+        typer.echo(f"  stale? {d.table} (deferred from {d.owner}): {changed}{behind}{since}")
+    for b in lake.built:
+        built = ", ".join(f"{o}@{s}" for o, s in sorted(b.built_from.items())) or "no ancestor"
+        verdict = f"upstream changed: {', '.join(b.changed_upstreams)}" if b.upstream_changed else "upstreams unchanged"
+        typer.echo(f"  stale? {b.table} (built from {built}): {verdict}")
+    for problem in lake.problems:
+        typer.echo(f"  staleness problem: {problem}")
+
+
+@app.command("repin")
+@reported
+def repin(
+    workspace_id: str = typer.Argument(..., metavar="FORK"),
+    lake: str = typer.Option(None, "--lake", help="Only this lake (pins it if it read live)."),
+    actor: str = typer.Option(None, "--as", help="Who is re-pinning (default: current user)."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Move a fork's pins forward to its ancestors' current snapshots."""
+    moved = _service().repin(workspace_id, lake, actor=actor or _current_user())
+    if as_json:
+        typer.echo(json.dumps({"workspace_id": workspace_id, "pins": moved}, indent=2))
+        return
+    if not moved:
+        typer.echo(f"{workspace_id} has no pinned lake (name one with --lake to pin it)")
+    for name, pins in sorted(moved.items()):
+        typer.echo(f"lake {name}: pinned at " + ", ".join(f"{o}@{s}" for o, s in sorted(pins.items())))
 
 
 @app.command("grant-admin")

@@ -130,24 +130,13 @@ def all_built_from(engine_or_store: StoreLike, workspace_id: str, lake: str) -> 
     return out
 
 
-def record_built_from(
-    config: DponeConfig,
-    workspace_id: str,
-    lake: str,
-    table: str | TableName,
-    snapshots: Mapping[str, int],
-    *,
-    clock: Clock = utc_now,
-) -> None:
-    """Replace `table`'s provenance with `snapshots` (ancestor id -> snapshot read)."""
-    name = table if isinstance(table, TableName) else TableName.parse(table)
-    b = fork_built_from
-    key = {"workspace_id": workspace_id, "lake": lake, "schema_name": name.schema, "table_name": name.table}
-    now = clock().isoformat()
-    with open_store(config.control_store).begin() as conn:
-        conn.execute(b.delete().where(*(b.c[k] == v for k, v in key.items())))
-        for owner, snapshot in sorted(snapshots.items()):
-            conn.execute(b.insert().values(**key, owner_workspace_id=owner, snapshot_id=int(snapshot), built_at=now))
+def fork_session_snapshots(conn, workspace_id: str, lake: str, config: DponeConfig) -> dict[str, int] | None:
+    """What a materialize in this session could read of each ancestor (its `built_from`); None
+    outside fork mode. `conn` has the fork's resolution applied."""
+    reads = ancestor_reads(workspace_id, lake, config)
+    if not reads.members:
+        return None
+    return session_snapshots(conn, reads.members)
 
 
 def session_snapshots(conn, members: Mapping[str, str]) -> dict[str, int]:

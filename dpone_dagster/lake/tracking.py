@@ -205,8 +205,12 @@ def record_materialization(
     partition_by: str | None = None,
     config: DponeConfig | None = None,
     clock: Clock = utc_now,
+    built_from: Mapping[str, int] | None = None,
 ) -> None:
-    """Upsert the latest status of one (partition of a) table; capture its columns on success."""
+    """Upsert the latest status of one (partition of a) table; capture its columns on success.
+    `built_from` (a fork's materialize: ancestor id -> the snapshot of it the build could read, see
+    `lake/pins.py`) replaces the table's provenance in the same transaction.
+    `partition_by` names the partition column (recorded with the partition: per-partition defer)."""
     check_workspace_id(workspace_id)
     if status not in STATUSES:
         raise TrackingError(f"status must be one of {', '.join(STATUSES)}")
@@ -234,6 +238,11 @@ def record_materialization(
             values = {"columns": json.dumps(cols), "snapshot_id": snapshot_id, "updated_at": now}
             if conn.execute(s.update().where(where).values(**values)).rowcount == 0:
                 conn.execute(s.insert().values(**key, **values))
+        if status == "materialized" and built_from is not None:
+            b = fork_built_from
+            conn.execute(b.delete().where(*(b.c[k] == v for k, v in key.items())))
+            for owner, read in sorted(built_from.items()):
+                conn.execute(b.insert().values(**key, owner_workspace_id=owner, snapshot_id=int(read), built_at=now))
 
 
 @dataclass(frozen=True)

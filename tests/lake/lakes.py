@@ -143,6 +143,7 @@ def run_sql(env: LakeEnv, workspace: str, sql: str | list[str], *, targets=(), f
 def materialize(env: LakeEnv, workspace: str, table: str, select_sql: str, *, status: str = "materialized") -> int:
     """A managed materialize with plain SQL: target attach, CREATE OR REPLACE TABLE, tracking."""
     from dpone_dagster.lake.resolve import TableName
+    from dpone_dagster.lake.pins import fork_session_snapshots
     from dpone_dagster.lake.tracking import record_materialization
 
     name = TableName.parse(table)
@@ -155,9 +156,10 @@ def materialize(env: LakeEnv, workspace: str, table: str, select_sql: str, *, st
             [name.schema, name.table],
         ).fetchall()
         snapshot = conn.execute("SELECT max(snapshot_id) FROM lake_main.snapshots()").fetchone()[0]
+        read = fork_session_snapshots(conn, workspace, "main", env.config)  # provenance (lake/pins.py)
     record_materialization(
         workspace, "main", name.schema, name.table, status=status, snapshot_id=snapshot,
-        columns=columns, config=env.config,
+        columns=columns, config=env.config, built_from=read,
     )
     return snapshot
 
