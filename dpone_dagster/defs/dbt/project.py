@@ -106,7 +106,7 @@ def prepare_manifest(project: DbtProject | None = None, *, force: bool = False) 
             invocation.wait()
             if not invocation.is_successful() or not project.manifest_path.is_file():
                 raise DbtProjectError(
-                    "`dbt parse` failed for dbt_project_synthetic; run `dbt parse` in the project "
+                    f"`dbt parse` failed for {project.name}; run `dbt parse` in the project "
                     "folder to see the error",
                     code="dbt.parse_failed",
                 )

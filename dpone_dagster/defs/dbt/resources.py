@@ -1,11 +1,12 @@
-"""Resources the dbt assets need: the dbt CLI, pointed at the project and the venv's `dbt`.
+"""Resources the synthetic dbt assets need: the dbt CLI, pointed at the project and the venv's `dbt`.
 
 What a reader could get wrong: `DbtCliResource` is a configurable resource, and Dagster lets any
 launch override every field of a configurable resource: `project_dir`, `profiles_dir`, `profile`,
 `target`, `dbt_executable`, `global_config_flags`, `state_path`. Each of those can point dbt at
 another profile, another project or another program, i.e. at a lake this deployment does not act
-for. So the `dbt` resource is handed to Dagster as a fixed object whose config schema is empty:
-run config that names any field is rejected at validation, before a run exists.
+for. So the `dbt` resource is handed to Dagster as a fixed object whose config schema is empty
+(`dpone_dagster.defs.dbt.factory.fork_aware_dbt_resource`): run config that names any field is
+rejected at validation, before a run exists.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from dagster import ResourceDefinition
 from dagster_dbt import DbtCliResource
 
+from dpone_dagster.defs.dbt.factory import fork_aware_dbt_resource
 from dpone_dagster.defs.dbt.project import dbt_executable, synthetic_dbt_project
 
 
@@ -21,10 +23,5 @@ def dbt_cli_resource() -> DbtCliResource:
 
 
 def fixed_dbt_resource() -> ResourceDefinition:
-    """`dbt_cli_resource()` as a resource with no run configuration (see the module docstring)."""
-    resource = dbt_cli_resource()
-    return ResourceDefinition(
-        resource_fn=lambda _context: resource,
-        config_schema={},
-        description="dbt CLI for dbt_project_synthetic (fixed: no run configuration)",
-    )
+    """The synthetic project's dbt CLI as a resource with no run configuration (see the module docstring)."""
+    return fork_aware_dbt_resource(synthetic_dbt_project())
