@@ -1,0 +1,137 @@
+"""`dpone fork promote`: as the parent, with the reviewed diff id, all tables or none, never sharing
+a file with the fork; on the embedded default and on PostgreSQL + S3."""
+
+from __future__ import annotations
+
+import pytest
+
+from dpone_dagster.errors import DponeError
+from dpone_dagster.lake.diff import fork_diff
+from dpone_dagster.lake.promote import PromotePorts, promote, promotions
+from dpone_dagster.lake.tracking import fork_state
+from dpone_dagster.workspaces.service import Workspaces
+
+from .lakes import fingerprint, fork_prefix, materialize, run_sql
+
+FORK = "wm-fork-promote"
+
+
+def as_ws(env, workspace):
+    return env.config.model_copy(update={"workspace": workspace})
+
+
+@pytest.fixture
+def forked(lake_env):
+    env = lake_env
+    materialize(env, "prod", "orders", "SELECT range AS id, range * 10 AS amount FROM range(5)")
+    materialize(env, "prod", "customers", "SELECT range AS id FROM range(3)")
+    Workspaces(env.config).create_fork(FORK, "prod", owner="alice")
+    materialize(env, FORK, "orders", "SELECT range AS id, range * 11 AS amount FROM range(6)")
+    materialize(env, FORK, "summary", "SELECT count(*) AS n FROM lake_main.main.customers")
+    return env
+
+
+def reviewed(env, *tables) -> str:
+    return fork_diff(FORK, tables, key=["id"] if tables == ("orders",) else None, config=as_ws(env, FORK)).diff_id
+
+
+def parent_rows(env, table):
+    return run_sql(env, "prod", [], fetch=f"SELECT * FROM lake_main.main.{table} ORDER BY ALL")
+
+
+def test_promotion_publishes_both_tables_as_the_parent_with_provenance(forked):
+    env = forked
+    diff_id = reviewed(env, "orders", "summary")
+    result = promote(FORK, ["orders", "summary"], diff_id, config=env.config)
+    assert {t.table for t in result.tables} == {"main.orders", "main.summary"}
+    assert parent_rows(env, "orders") == [(i, i * 11) for i in range(6)]
+    assert parent_rows(env, "summary") == [(3,)]
+    assert fork_state("prod", "main", "main", "summary", env.config).state == "own"
+    rows = promotions(env.config, "prod")
+    assert {(r["table_name"], r["fork_id"], r["diff_id"]) for r in rows} == {
+        ("orders", FORK, diff_id), ("summary", FORK, diff_id)
+    }
+    assert all(r["snapshot_id"] == result.snapshot_id and r["fork_snapshot_id"] for r in rows)
+
+
+def test_dropping_the_fork_leaves_promoted_data_intact(forked):
+    env = forked
+    promote(FORK, ["orders"], reviewed(env, "orders"), config=env.config)
+    files = run_sql(
+        env, "prod", [],
+        fetch="SELECT data_file FROM ducklake_list_files('lake_main', 'orders', schema => 'main')",
+    )
+    prefix = fork_prefix(env, FORK)
+    assert files and not any("__wm_forks" in f or f.startswith(prefix) for (f,) in files)
+    assert Workspaces(env.config).drop(FORK, actor="alice").cleanup.complete
+    assert parent_rows(env, "orders") == [(i, i * 11) for i in range(6)]
+
+
+def test_a_changed_parent_target_is_a_conflict_and_the_parent_stays_unchanged(forked):
+    env = forked
+    diff_id = reviewed(env, "orders")
+    materialize(env, "prod", "orders", "SELECT range AS id, 0 AS amount FROM range(5)")
+    before = fingerprint(env)
+    with pytest.raises(DponeError) as refused:
+        promote(FORK, ["orders"], diff_id, config=env.config)
+    assert refused.value.code == "fork.promotion_conflict"
+    assert fingerprint(env) == before
+
+
+def test_a_changed_upstream_the_fork_built_from_is_a_conflict(forked):
+    env = forked
+    diff_id = reviewed(env, "summary")
+    materialize(env, "prod", "customers", "SELECT range AS id FROM range(4)")  # summary read it
+    before = fingerprint(env)
+    with pytest.raises(DponeError) as refused:
+        promote(FORK, ["summary"], diff_id, config=env.config)
+    assert refused.value.code == "fork.promotion_conflict"
+    assert "customers" in refused.value.message
+    assert fingerprint(env) == before
+
+
+def test_two_tables_are_atomic(forked):
+    env = forked
+    diff_id = reviewed(env, "orders", "summary")
+    before = fingerprint(env)
+
+    def fail_on_second(name):
+        if name.table == "summary":
+            raise RuntimeError("injected failure after copying the second table")
+
+    with pytest.raises(RuntimeError):
+        promote(FORK, ["orders", "summary"], diff_id, config=env.config, ports=PromotePorts(after_copy=fail_on_second))
+    after = fingerprint(env)
+    assert (after.snapshots, after.catalog_files) == (before.snapshots, before.catalog_files)
+    assert parent_rows(env, "orders") == [(i, i * 10) for i in range(5)], "the first table is not visible either"
+    assert promotions(env.config, "prod") == []
+
+
+def test_a_fork_process_cannot_promote(forked):
+    env = forked
+    diff_id = reviewed(env, "orders")
+    before = fingerprint(env)
+    with pytest.raises(DponeError) as refused:
+        promote(FORK, ["orders"], diff_id, config=as_ws(env, FORK))
+    assert refused.value.code == "fork.promotion_not_parent"
+    assert fingerprint(env) == before
+
+
+def test_a_wrong_or_stale_diff_id_is_refused(embedded_lake, monkeypatch):
+    env = embedded_lake
+    materialize(env, "prod", "orders", "SELECT range AS id, range * 10 AS amount FROM range(5)")
+    Workspaces(env.config).create_fork(FORK, "prod", owner="alice")
+    materialize(env, FORK, "orders", "SELECT range AS id, range * 11 AS amount FROM range(6)")
+    diff_id = reviewed(env, "orders")
+    before = fingerprint(env)
+    with pytest.raises(DponeError) as unknown:
+        promote(FORK, ["orders"], "sha256:" + "0" * 64, config=env.config)
+    assert unknown.value.code == "fork.diff_unknown"
+    materialize(env, FORK, "orders", "SELECT range AS id, range * 12 AS amount FROM range(6)")  # after review
+    with pytest.raises(DponeError) as stale:
+        promote(FORK, ["orders"], diff_id, config=env.config)
+    assert stale.value.code == "fork.diff_mismatch"
+    with pytest.raises(DponeError) as uncovered:
+        promote(FORK, ["other"], diff_id, config=env.config)
+    assert uncovered.value.code == "fork.promotion_not_in_diff"
+    assert fingerprint(env) == before
