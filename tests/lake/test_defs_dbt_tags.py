@@ -1,4 +1,5 @@
-"""Fork state at a glance: the dbt translator's `ducklake` kind and `dpone/fork_state` tags at load.
+"""What the dbt translator puts in the definitions: the `ducklake` kind, and in a fork the `fork` kind and
+`dpone/workspace` tag, never the fork state (it goes stale; it lives in events, see tests/lake/test_defs_fork_state.py).
 
 Tracking rows are recorded the way a managed materialize records them (no dbt run needed): prod
 owns every dbt table, and the fork owns one. Specs are then built from the real manifest.
@@ -16,9 +17,8 @@ from dpone_dagster.config import load_config
 from dpone_dagster.control.store import open_store
 from dpone_dagster.defs.dbt.assets import DBT_PROJECT
 from dpone_dagster.defs.dbt.translator import (
-    FORK_OWNER_TAG,
-    FORK_STATE_ERROR_TAG,
-    FORK_STATE_TAG,
+    FORK_KIND,
+    WORKSPACE_TAG,
     SyntheticDbtTranslator,
     table_of,
     tag_value,
@@ -61,43 +61,29 @@ def test_prod_gets_the_ducklake_kind_and_no_fork_tags(manifest):
     specs = _specs(manifest, SyntheticDbtTranslator())
     assert FCT_ORDERS in specs
     for spec in specs.values():
-        assert "ducklake" in spec.kinds and "dbt" in spec.kinds
+        assert "ducklake" in spec.kinds and "dbt" in spec.kinds and FORK_KIND not in spec.kinds
         assert not any(key.startswith("dpone/") for key in spec.tags)
 
 
-def test_a_fork_shows_deferred_and_fork_materialized_as_tags_and_kinds(manifest):
+def test_a_fork_gets_the_fork_kind_and_its_workspace_but_no_state_that_could_go_stale(manifest):
+    """The state lives in events (materializations, observations); a definition would contradict the next run."""
     Workspaces(load_config()).create_fork(FORK, "prod", owner="alice")
     tables = _tables(manifest)
+    before = _specs(manifest, SyntheticDbtTranslator(workspace=FORK))
     _track("prod", [t for t in tables.values() if t != ("marts", "fct_orders")])
     _track(FORK, [("marts", "fct_orders")])
-    specs = _specs(manifest, SyntheticDbtTranslator(workspace=FORK))
-    fct = specs[FCT_ORDERS]
-    assert fct.tags[FORK_STATE_TAG] == "fork_materialized" and FORK_OWNER_TAG not in fct.tags
-    assert {"ducklake", "fork_materialized"} <= fct.kinds
-    upstream = specs[AssetKey(["main", "staging", "stg_orders"])]
-    assert upstream.tags[FORK_STATE_TAG] == "deferred" and upstream.tags[FORK_OWNER_TAG] == "prod"
-    assert "deferred" in upstream.kinds
-    states = {spec.tags[FORK_STATE_TAG] for spec in specs.values()}
-    assert states == {"deferred", "fork_materialized"}
+    after = _specs(manifest, SyntheticDbtTranslator(workspace=FORK))
+    for key, spec in after.items():
+        assert spec.kinds == before[key].kinds and spec.tags == before[key].tags
+        assert {"ducklake", FORK_KIND} <= spec.kinds
+        assert not spec.kinds & {"deferred", "fork_materialized", "absent", "unknown"}
+        assert {k: v for k, v in spec.tags.items() if k.startswith("dpone/")} == {WORKSPACE_TAG: FORK}
 
 
-def test_untracked_tables_read_absent_in_a_fork(manifest):
+def test_loading_the_specs_in_a_fork_reads_no_control_store(manifest):
+    """Nothing about the fork's state is read at load, so a control store that is down cannot fail the location."""
     Workspaces(load_config()).create_fork(FORK, "prod", owner="alice")
-    specs = _specs(manifest, SyntheticDbtTranslator(workspace=FORK))
-    assert {spec.tags[FORK_STATE_TAG] for spec in specs.values()} == {"absent"}
-
-
-def test_an_unknown_workspace_loads_with_an_unknown_state_instead_of_failing(manifest):
-    specs = _specs(manifest, SyntheticDbtTranslator(workspace="wm-fork-never-created"))
-    fct = specs[FCT_ORDERS]
-    assert fct.tags[FORK_STATE_TAG] == "unknown"
-    assert fct.tags[FORK_STATE_ERROR_TAG] == "workspace.unknown"
-    assert fct.kinds >= {"ducklake"} and "unknown" not in fct.kinds
-
-
-def test_state_is_read_in_a_constant_number_of_queries(manifest):
-    """One batched pass: the statements run at load do not grow with the number of tracked tables."""
-    Workspaces(load_config()).create_fork(FORK, "prod", owner="alice")
+    _track("prod", list(_tables(manifest).values()))
     engine = open_store(load_config().control_store)
     statements: list[str] = []
 
@@ -106,16 +92,11 @@ def test_state_is_read_in_a_constant_number_of_queries(manifest):
 
     sa.event.listen(engine, "before_cursor_execute", count)
     try:
-        _specs(manifest, SyntheticDbtTranslator(workspace=FORK))
-        with_none = len(statements)
-        _track("prod", list(_tables(manifest).values()))
-        statements.clear()
-        _specs(manifest, SyntheticDbtTranslator(workspace=FORK))
-        with_all = len(statements)
+        specs = _specs(manifest, SyntheticDbtTranslator(workspace="wm-fork-never-created"))
+        specs.update(_specs(manifest, SyntheticDbtTranslator(workspace=FORK)))
     finally:
         sa.event.remove(engine, "before_cursor_execute", count)
-    assert len(_tables(manifest)) > 5
-    assert 0 < with_all == with_none
+    assert len(specs) > 5 and statements == []
 
 
 @pytest.mark.parametrize("owner", ["prod", "team/dev", "team_dev", "x" * 200, "a.b-c_d"])
