@@ -6,5 +6,11 @@ from dagster import Definitions
 
 from dpone_dagster.defs.dbt.assets import synthetic_dbt_assets
 from dpone_dagster.defs.dbt.resources import fixed_dbt_resource
+from dpone_dagster.defs.lake.staleness import build_staleness_checks
 
-defs = Definitions(assets=[synthetic_dbt_assets], resources={"dbt": fixed_dbt_resource()})
+defs = Definitions(
+    assets=[synthetic_dbt_assets],
+    # fork_staleness (WARN) on every DuckLake table asset, lineage from the dbt deps
+    asset_checks=[build_staleness_checks([synthetic_dbt_assets])],
+    resources={"dbt": fixed_dbt_resource()},
+)

@@ -27,6 +27,7 @@ from dpone_dagster.defs.workspace_binding import WorkspaceNotThisDeploymentError
 from dpone_dagster.lake import duck
 from dpone_dagster.lake.guarded import GuardedConnection
 from dpone_dagster.lake.naming import lake_alias
+from dpone_dagster.lake.pins import LIVE, PINNED, fork_session_snapshots, pins
 from dpone_dagster.lake.resolve import ResolvedLake, TableName, resolve
 from dpone_dagster.lake.sql import quote_ident
 from dpone_dagster.lake.table_states import LakeTableStates, lake_table_states
@@ -106,6 +107,8 @@ class DuckLakeResource(ConfigurableResource):
             ).fetchone()[0]
         config = self._config()
         workspace = self.workspace_id
+        # provenance: the snapshot of each ancestor this session reads (lake/pins.py)
+        read = fork_session_snapshots(conn, workspace, lake, config) if status == "materialized" else None
         record_materialization(
             workspace,
             lake,
@@ -116,6 +119,7 @@ class DuckLakeResource(ConfigurableResource):
             columns=columns,
             partition=partition,
             config=config,
+            built_from=read,
         )
         state = fork_state(workspace, lake, name.schema, name.table, config)
         metadata: dict[str, object] = {
@@ -127,4 +131,7 @@ class DuckLakeResource(ConfigurableResource):
         }
         if snapshot_id is not None:
             metadata["snapshot_id"] = int(snapshot_id)
+        if read is not None:
+            metadata["defer_mode"] = PINNED if pins(config, workspace, lake) else LIVE
+            metadata["built_from"] = ", ".join(f"{o}@{s}" for o, s in sorted(read.items())) or "no ancestor"
         return metadata
