@@ -129,3 +129,20 @@ def test_the_asset_check_warns_and_never_errors(embedded_lake, service, monkeypa
 
     monkeypatch.setenv("DPONE_WORKSPACE", "prod")
     assert all(r.passed for r in staleness_check_results(DuckLakeResource(), keys, deps))
+
+
+def test_the_fork_sensor_reports_staleness(embedded_lake, service, monkeypatch):
+    from dagster import AssetKey, build_sensor_context
+
+    from dpone_dagster.defs.lake.resources import DuckLakeResource
+    from dpone_dagster.defs.lake.sensors import build_fork_state_sensor
+
+    materialize(embedded_lake, "prod", "orders", "SELECT 1 AS id")
+    service.create_fork("wm-fork-sns", "prod", owner="alice", pin=True)
+    monkeypatch.setenv("DPONE_WORKSPACE", "wm-fork-sns")
+    sensor = build_fork_state_sensor(lambda: [AssetKey(["main", "main", "orders"])], workspace="wm-fork-sns")
+    first = sensor(build_sensor_context(resources={"ducklake": DuckLakeResource()}))
+    assert "staleness: 0 deferred table(s) changed" in first.skip_reason.skip_message
+    materialize(embedded_lake, "prod", "orders", "SELECT 2 AS id")
+    second = sensor(build_sensor_context(cursor=first.cursor, resources={"ducklake": DuckLakeResource()}))
+    assert "staleness: 1 deferred table(s) changed in their owner" in second.skip_reason.skip_message

@@ -9,6 +9,10 @@ materialized since …". The cursor is a fingerprint of those rows plus the newe
 Every tick is a "skipped" tick in the UI (it requests no run); a reporting tick's reason says what it
 observed ("observed the fork state of 11 DuckLake assets … (8 deferred, 1 fork_materialized, …)").
 
+Every skip reason ends with the fork's staleness (`lake/staleness.py`, control store only): how many
+deferred tables changed in their owner since the fork's pin or build, and how many fork-built tables
+have an upstream that changed since.
+
 What a reader could get wrong: the sensor never launches a run and never opens a catalog. A fork's
 *own* materializations do not trigger it (their materialization metadata already says
 `fork_materialized`). It runs by default only when the code location loads for a workspace other
@@ -58,6 +62,7 @@ def evaluate_fork_state(
     latest = max((t for t in (lake.latest_ancestor_update for lake in forks) if t), default=None)
     cursor = sensor_cursor(fingerprint, latest)
     seen = _read_cursor(context.cursor)
+    stale = staleness_note(workspace, [lake.lake for lake in forks])
     if seen.get("ancestors") == fingerprint:
         since = seen.get("latest")
         return SensorResult(
@@ -65,7 +70,8 @@ def evaluate_fork_state(
                 f"no ancestor materialized since {since} (workspace {workspace!r})"
                 if since
                 else f"no ancestor of workspace {workspace!r} has materialized a tracked table yet"
-            ),
+            )
+            + stale,
             cursor=cursor,
         )
     counts = ", ".join(f"{n} {state}" for state, n in report.counts().items())
@@ -78,8 +84,22 @@ def evaluate_fork_state(
             if context.cursor
             else f"observed the fork state of {len(report.observations)} DuckLake assets of workspace "
             f"{workspace!r} ({counts}) for the first time"
-        ),
+        )
+        + stale,
         cursor=cursor,
+    )
+
+
+def staleness_note(workspace: str, lakes: list[str]) -> str:
+    """`; staleness: …` for a skip reason, from the control store only (no catalog is opened)."""
+    from dpone_dagster.lake.staleness import lake_staleness
+
+    reports = [lake_staleness(workspace, lake, catalog=False) for lake in lakes]
+    deferred = sum(len(r.stale_deferred) for r in reports)
+    built = sum(len(r.stale_built) for r in reports)
+    return (
+        f"; staleness: {deferred} deferred table(s) changed in their owner since the fork's pin or build, "
+        f"{built} fork-built table(s) with an upstream changed since"
     )
 
 
