@@ -15,7 +15,7 @@ from dpone_dagster.lake.diff import diff_id_of, fork_diff, recorded_diff, unique
 from dpone_dagster.lake.resolve import TableName
 from dpone_dagster.workspaces.service import Workspaces
 
-from .lakes import materialize
+from .lakes import materialize, run_sql
 
 FORK = "wm-fork-diff"
 PARENT_ORDERS = (
@@ -83,11 +83,11 @@ def test_without_a_key_only_schema_and_counts(forked):
 
 def test_the_sample_is_capped_and_ordered_by_key(embedded_lake):
     env = embedded_lake
-    materialize(env, "prod", "t", "SELECT range AS id, 0 AS v FROM range(100)")
+    materialize(env, "prod", "t", "SELECT range AS id, 0 AS v FROM range(3000) ORDER BY hash(range)")
     Workspaces(env.config).create_fork(FORK, "prod", owner="alice")
-    materialize(env, FORK, "t", "SELECT range AS id, 1 AS v FROM range(100)")
+    materialize(env, FORK, "t", "SELECT range AS id, 1 AS v FROM range(3000) ORDER BY hash(range * 7)")
     entry = fork_diff(FORK, key=["id"], config=as_fork(env), cap=5).table("t")
-    assert entry["rows"]["changed"] == 100
+    assert entry["rows"]["changed"] == 3000
     assert [row["key"]["id"] for row in entry["sample"]["changed"]] == [0, 1, 2, 3, 4]
 
 
@@ -127,3 +127,11 @@ def test_keys_come_from_dbt_unique_tests():
         }
     }
     assert unique_keys(manifest) == {TableName("marts", "orders"): ("order_id",)}
+
+
+def test_the_parents_changes_since_the_build_come_from_the_change_feed(forked):
+    run_sql(forked, "prod", "INSERT INTO lake_main.main.orders VALUES (6, 60, 'paid'), (7, 70, 'paid')")
+    entry = fork_diff(FORK, key=["id"], since_pin=True, config=as_fork(forked)).table("orders")
+    changes = entry["parent_changes"]
+    assert changes["counts"] == {"insert": 2}
+    assert changes["since"] < changes["to"] == entry["parent_snapshot"]
