@@ -109,12 +109,12 @@ def test_never_expires_a_pinned_snapshot(lake_env):
     report = maintain(config=lake_env.config, clock=later, pins=pin_at)
 
     assert seen == [("prod", "main")]
-    assert report.expired_snapshots and all(s < pinned for s in report.expired_snapshots)
-    assert pinned in report.held_by_pin and report.oldest_pin == pinned
-    assert any("oldest pin" in note for note in report.notes)
     assert pinned in snapshot_ids(lake_env)
     rows = run_sql(lake_env, "prod", [], fetch=f"SELECT id FROM lake_main.main.orders AT (VERSION => {pinned})")
     assert rows == [(2,)], "the pinned snapshot still reads, its files were not cleaned"
+    assert report.expired_snapshots and all(s < pinned for s in report.expired_snapshots)
+    assert pinned in report.held_by_pin and report.oldest_pin == pinned
+    assert any("oldest pin" in note for note in report.notes)
 
 
 def _wide_config(env):
@@ -211,8 +211,8 @@ def test_a_real_pinned_fork_keeps_its_snapshot_through_maintenance(lake_env):
 
     report = maintain(config=lake_env.config, clock=later)
 
-    assert report.oldest_pin == pinned and pinned in report.held_by_pin
-    assert report.expired_snapshots and max(report.expired_snapshots) < pinned
     assert pinned in snapshot_ids(lake_env)
     assert run_sql(lake_env, FORK, [], fetch="SELECT id FROM lake_main.main.orders") == [(2,)]
+    assert report.oldest_pin == pinned and pinned in report.held_by_pin
+    assert report.expired_snapshots and max(report.expired_snapshots) < pinned
     assert run_sql(lake_env, "prod", [], fetch="SELECT id FROM lake_main.main.orders") == [(4,)]

@@ -217,3 +217,19 @@ def test_the_janitor_job_drops_the_idle_fork(embedded_lake):
     result = build_fork_janitor_job().execute_in_process()
     assert result.success
     assert "wm-fork-stale" not in _ids(Workspaces(embedded_lake.config))
+
+
+def test_a_busy_fork_costs_the_store_nothing_within_the_minute(embedded_lake, monkeypatch):
+    """The in-process memo: repeated resolutions within a minute do not even open a transaction."""
+    import dpone_dagster.lake.usage as usage
+
+    config = embedded_lake.config
+    Workspaces(config).create_fork("wm-fork-hot", "prod", owner="alice")
+    calls = []
+    real_open = usage.open_store
+    monkeypatch.setattr(usage, "open_store", lambda url: calls.append(url) or real_open(url))
+    t0 = NOW + timedelta(minutes=5)
+    assert touch_last_used("wm-fork-hot", config, clock=_at(t0)) is True
+    for seconds in (1, 20, 59):
+        touch_last_used("wm-fork-hot", config, clock=_at(t0 + timedelta(seconds=seconds)))
+    assert len(calls) == 1
