@@ -261,3 +261,6 @@ def janitor(
             typer.echo(f"left for retry: {ws} lake {lake} ({code}); `dpone fork drop {ws}` retries", err=True)
     if report.failed or report.left_for_retry:
         raise typer.Exit(2)
+
+
+from dpone_dagster.cli import fork_promotion as _fork_promotion  # noqa: E402,F401 (registers `diff` and `promote`)

@@ -135,3 +135,32 @@ def test_a_wrong_or_stale_diff_id_is_refused(embedded_lake, monkeypatch):
         promote(FORK, ["other"], diff_id, config=env.config)
     assert uncovered.value.code == "fork.promotion_not_in_diff"
     assert fingerprint(env) == before
+
+
+def test_the_cli_diffs_in_the_fork_and_promotes_in_the_parent(embedded_lake, monkeypatch):
+    import json
+
+    from typer.testing import CliRunner
+
+    from dpone_dagster.cli import app
+    from dpone_dagster.config import load_config
+
+    env = embedded_lake.__class__(embedded_lake.kind, load_config(), embedded_lake.list_files)  # what the CLI reads
+    materialize(env, "prod", "orders", "SELECT range AS id, range * 10 AS amount FROM range(5)")
+    Workspaces(env.config).create_fork(FORK, "prod", owner="alice")
+    materialize(env, FORK, "orders", "SELECT range AS id, range * 11 AS amount FROM range(6)")
+    runner = CliRunner()
+    refused = runner.invoke(app, ["fork", "diff", FORK, "--key", "id"])  # prod's shell
+    assert refused.exit_code == 1 and "fork.diff_not_in_fork" in refused.output
+    monkeypatch.setenv("DPONE_WORKSPACE", FORK)
+    shown = runner.invoke(app, ["fork", "diff", FORK, "orders", "--key", "id", "--json"])
+    assert shown.exit_code == 0, shown.output
+    document = json.loads(shown.output)
+    assert document["tables"][0]["rows"] == {"added": 1, "removed": 0, "changed": 4}
+    from_fork = runner.invoke(app, ["fork", "promote", FORK, "orders", "--diff-id", document["diff_id"]])
+    assert from_fork.exit_code == 1 and "fork.promotion_not_parent" in from_fork.output
+    monkeypatch.delenv("DPONE_WORKSPACE")
+    done = runner.invoke(app, ["fork", "promote", FORK, "orders", "--diff-id", document["diff_id"], "--json"])
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.output)["tables"][0]["rows"] == 6
+    assert parent_rows(env, "orders") == [(i, i * 11) for i in range(6)]
