@@ -86,9 +86,15 @@ class DuckLakeResource(ConfigurableResource):
         lake: str = "main",
         status: str = "materialized",
         partition: str | None = None,
+        partition_by: str | None = None,
+        physical: str | None = None,
     ) -> dict[str, object]:
-        """Track one managed materialize (columns and snapshot read from `conn`); return metadata."""
+        """Track one managed materialize (columns and snapshot read from `conn`); return metadata.
+
+        `partition_by` names the partition column of a partitioned table; `physical` is the table
+        actually written when it is not `table` (a fork's `<table>__fork`, see `lake/partitions.py`)."""
         name = TableName.parse(table)
+        written = TableName.parse(physical) if physical else name
         alias = lake_alias(lake)
         columns: list[tuple[str, str]] = []
         snapshot_id = None
@@ -99,7 +105,7 @@ class DuckLakeResource(ConfigurableResource):
                     "SELECT column_name, data_type FROM information_schema.columns "
                     "WHERE table_catalog = ? AND table_schema = ? AND table_name = ? "
                     "ORDER BY ordinal_position",
-                    [alias, name.schema, name.table],
+                    [alias, written.schema, written.table],
                 ).fetchall()
             ]
             snapshot_id = conn.execute(
@@ -118,6 +124,7 @@ class DuckLakeResource(ConfigurableResource):
             snapshot_id=snapshot_id,
             columns=columns,
             partition=partition,
+            partition_by=partition_by,
             config=config,
             built_from=read,
         )
