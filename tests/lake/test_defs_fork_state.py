@@ -99,11 +99,16 @@ def test_observation_job_reports_deferred_fork_materialized_and_absent(fork_with
         "workspace": FORK, "lake": "main", "table": "main.orders", "namespace": namespace,
         "fork_state": "deferred", "fork_owner": "prod", "snapshot_id": fork_with_one_model["prod"]["orders"],
     }
-    assert seen[COUNT]["fork_state"] == "fork_materialized" and "fork_owner" not in seen[COUNT]
+    assert seen[COUNT]["fork_state"] == "fork_materialized" and seen[COUNT]["fork_owner"] == FORK
     assert seen[COUNT]["snapshot_id"] == fork_with_one_model[FORK]["order_count"]
     assert seen[MISSING] == {
         "workspace": FORK, "lake": "main", "table": "main.never_built", "namespace": namespace, "fork_state": "absent",
+        "fork_owner": "none",
     }
+    described = {e.asset_key: e.description for e in result.asset_observations_for_node("observe_fork_state")}
+    assert described[ORDERS] == f"deferred to prod @ snapshot {fork_with_one_model['prod']['orders']}"
+    assert described[COUNT] == f"materialized in fork {FORK} @ snapshot {fork_with_one_model[FORK]['order_count']}"
+    assert described[MISSING].startswith("absent: ")
 
 
 def test_observation_job_in_prod_says_own_and_is_stored_on_the_instance(fork_with_one_model):

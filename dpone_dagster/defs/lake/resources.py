@@ -35,7 +35,11 @@ from dpone_dagster.lake.tracking import fork_namespace, fork_state, record_mater
 
 
 class DuckLakeResource(ConfigurableResource):
-    """The deployment's workspace's lakes. No field: nothing a launch carries selects a workspace."""
+    """The fork-aware DuckLake of this deployment's workspace (DPONE_WORKSPACE, default prod).
+
+    Every dbt table asset is written through it and recorded (fork_state, snapshot id); in a fork,
+    a table the fork has not built reads its nearest ancestor's through a read-only view. It has
+    no configuration: nothing a launch carries (run config, tags) selects another workspace."""
 
     _bound_workspace: str | None = PrivateAttr(default=None)
 
@@ -136,6 +140,9 @@ class DuckLakeResource(ConfigurableResource):
             "namespace": fork_namespace(workspace, lake, config) if state.state != "own" else "(root)",
             **state.as_metadata(),
         }
+        # Always present, so the asset page's latest-value-per-key metadata never keeps an older
+        # observation's `fork_owner: prod` next to this materialization's `fork_materialized`.
+        metadata.setdefault("fork_owner", workspace)
         if snapshot_id is not None:
             metadata["snapshot_id"] = int(snapshot_id)
         if read is not None:

@@ -114,7 +114,9 @@ def build_fork_state_sensor(
         minimum_interval_seconds=MINIMUM_INTERVAL_SECONDS,
         default_status=DefaultSensorStatus.STOPPED if workspace == ROOT_WORKSPACE else DefaultSensorStatus.RUNNING,
         description="In a fork: after an ancestor materializes, observe which DuckLake assets are deferred "
-        "and which are materialized in the fork.",
+        "and which are materialized in the fork. Every tick is 'skipped' (it never requests a run) and "
+        "says why: what it observed (counts per state), no ancestor materialized since <time>, or the "
+        "workspace is not a fork.",
     )
     def fork_state_sensor(context: SensorEvaluationContext, ducklake: DuckLakeResource):
         return evaluate_fork_state(context, ducklake, asset_keys)

@@ -57,7 +57,9 @@ def build_release_inputs_sensor(settings: ReleaseSettings) -> dg.SensorDefinitio
         job=release_job,
         minimum_interval_seconds=60,
         default_status=dg.DefaultSensorStatus.STOPPED,
-        description="Requests a release run when a new signed grant or a new source commit/snapshot appears.",
+        description="Requests a release run when a new signed grant or a new source commit/snapshot appears. "
+        "A skipped tick says why: the grant, commit and snapshot it saw are unchanged since the last "
+        "requested run, or no readable signed grant is in the authority location yet (with its code).",
     )
     def release_inputs_sensor(context: SensorEvaluationContext):
         seen = release_inputs(settings)
@@ -104,7 +106,9 @@ def build_revocation_sensor(settings: ReleaseSettings) -> dg.SensorDefinition:
         name="revocation_sensor",
         minimum_interval_seconds=30,
         default_status=dg.DefaultSensorStatus.RUNNING,
-        description="When the protected revocation epoch changes, marks every installed release blocked.",
+        description="When the protected revocation epoch changes, marks every installed release blocked. "
+        "A skipped tick says why: the epoch it read (unchanged, or first look), no protected target "
+        "configured yet, or the protected target unreadable (with its code).",
     )
     def revocation_sensor(context: SensorEvaluationContext):
         protected = ProtectedTarget(settings.protected_target_file)
