@@ -15,6 +15,13 @@ from __future__ import annotations
 from dagster import Definitions
 
 from dpone_dagster.defs import dbt, lake, release
+from dpone_dagster.defs.lake.diff import build_diff_checks  # diff_against_parent on the dbt tables
 from dpone_dagster.defs.workspace_binding import DEFAULT_EXECUTOR
 
-defs = Definitions.merge(dbt.defs, lake.defs, release.defs, Definitions(executor=DEFAULT_EXECUTOR))
+defs = Definitions.merge(
+    dbt.defs,
+    lake.defs,
+    release.defs,
+    Definitions(asset_checks=[build_diff_checks(dbt.defs.assets or [])]),
+    Definitions(executor=DEFAULT_EXECUTOR),
+)

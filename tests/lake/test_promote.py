@@ -11,7 +11,7 @@ from dpone_dagster.lake.promote import PromotePorts, promote, promotions
 from dpone_dagster.lake.tracking import fork_state
 from dpone_dagster.workspaces.service import Workspaces
 
-from .lakes import fingerprint, fork_prefix, materialize, run_sql
+from .lakes import fingerprint, fork_prefix, materialize, run_error_text, run_sql
 
 FORK = "wm-fork-promote"
 
@@ -164,3 +164,43 @@ def test_the_cli_diffs_in_the_fork_and_promotes_in_the_parent(embedded_lake, mon
     assert done.exit_code == 0, done.output
     assert json.loads(done.output)["tables"][0]["rows"] == 6
     assert parent_rows(env, "orders") == [(i, i * 11) for i in range(6)]
+
+
+def test_the_parent_deployment_job_promotes_and_a_fork_deployment_job_is_refused(embedded_lake, monkeypatch):
+    from dagster import AssetKey, DagsterInstance
+
+    from dpone_dagster.config import load_config
+    from dpone_dagster.defs.lake.diff import diff_check_results
+    from dpone_dagster.defs.lake.promote import build_promote_fork_job
+    from dpone_dagster.defs.lake.resources import DuckLakeResource
+
+    from dpone_dagster.defs.dbt.project import prepare_manifest
+
+    prepare_manifest()  # the check keys each table by its model's dbt `unique` test
+    env = embedded_lake.__class__(embedded_lake.kind, load_config(), embedded_lake.list_files)
+    clv = "marts.customer_lifetime_value"  # unique test on customer_id
+    materialize(env, "prod", clv, "SELECT range AS customer_id, range * 10 AS amount FROM range(5)")
+    materialize(env, "prod", "customers", "SELECT range AS id FROM range(3)")
+    Workspaces(env.config).create_fork(FORK, "prod", owner="alice")
+    materialize(env, FORK, clv, "SELECT range AS customer_id, range * 11 AS amount FROM range(6)")
+
+    monkeypatch.setenv("DPONE_WORKSPACE", FORK)  # the fork's deployment: its check shows the diff
+    keys = [AssetKey(["main", "marts", "customer_lifetime_value"]), AssetKey(["main", "main", "customers"])]
+    results = {r.asset_key: r for r in diff_check_results(DuckLakeResource(), keys)}
+    orders = results[keys[0]]
+    assert orders.passed and orders.metadata["rows_added"].value == 1 and orders.metadata["rows_changed"].value == 4
+    assert "by key (customer_id)" in orders.metadata["diff"].value
+    assert "not materialized in this fork" in results[keys[1]].description
+    diff_id = orders.metadata["diff_id"].value
+    run_config = {"ops": {"promote_fork_tables_op": {"config": {"fork": FORK, "tables": [clv], "diff_id": diff_id}}}}
+    instance = DagsterInstance.ephemeral()
+    refused = build_promote_fork_job().execute_in_process(run_config=run_config, instance=instance, raise_on_error=False)
+    assert not refused.success and "fork.promotion_not_parent" in run_error_text(refused)
+
+    monkeypatch.delenv("DPONE_WORKSPACE")  # prod's deployment
+    done = build_promote_fork_job().execute_in_process(run_config=run_config, instance=instance)
+    assert done.success
+    [materialization] = done.asset_materializations_for_node("promote_fork_tables_op")
+    assert materialization.asset_key == keys[0]
+    assert materialization.metadata["diff_id"].value == diff_id
+    assert run_sql(env, "prod", [], fetch=f"SELECT * FROM lake_main.{clv} ORDER BY 1") == [(i, i * 11) for i in range(6)]

@@ -27,9 +27,11 @@ def _defs() -> Any:
         build_lake_maintenance_schedule,
     )
 
+    from dpone_dagster.defs.lake.promote import build_promote_fork_job
+
     maintenance_job, janitor_job = build_lake_maintenance_job(), build_fork_janitor_job()
     return Definitions(
-        jobs=[build_drop_fork_job(), build_fork_state_observation_job(), maintenance_job, janitor_job],
+        jobs=[build_drop_fork_job(), build_fork_state_observation_job(), maintenance_job, janitor_job, build_promote_fork_job()],
         sensors=[build_fork_state_sensor(), build_fork_janitor_sensor(janitor_job)],
         schedules=[build_lake_maintenance_schedule(maintenance_job)],
         resources={"ducklake": DuckLakeResource()},
