@@ -115,6 +115,15 @@ def test_pin_survives_parent_expiring_older_snapshots_but_not_its_own(lake_env, 
     assert views and ("orders",) not in tables
 
 
+def _mark_dropping(env, workspace_id: str) -> None:
+    from dpone_dagster.control.store import open_store
+    from dpone_dagster.control.workspace_tables import DROPPING, incarnation_state, set_incarnation_state
+
+    with open_store(env.config.control_store).begin() as conn:
+        incarnation, _ = incarnation_state(conn, workspace_id)
+        set_incarnation_state(conn, workspace_id, incarnation, DROPPING, "2026-01-01T00:00:00+00:00")
+
+
 def test_oldest_pin_ignores_live_and_dropped_forks(lake_env, service):
     materialize(lake_env, "prod", "orders", "SELECT 1 AS id")
     service.create_fork("wm-fork-old", "prod", owner="alice", pin=True)
@@ -124,7 +133,10 @@ def test_oldest_pin_ignores_live_and_dropped_forks(lake_env, service):
     service.create_fork("wm-fork-live", "prod", owner="alice")
     new = pins(lake_env.config, "wm-fork-new", "main")["prod"]
     assert old < new and oldest_pinned_snapshot(lake_env.config, "prod", "main") == old
+    _mark_dropping(lake_env, "wm-fork-old")  # a drop has started: that fork reads nothing any more
+    assert oldest_pinned_snapshot(lake_env.config, "prod", "main") == new
     service.drop("wm-fork-old", actor="alice")
+    assert pins(lake_env.config, "wm-fork-old", "main") == {}  # the drop deleted its pins
     assert oldest_pinned_snapshot(lake_env.config, "prod", "main") == new
     service.drop("wm-fork-new", actor="alice")
     assert oldest_pinned_snapshot(lake_env.config, "prod", "main") is None
@@ -173,3 +185,15 @@ def test_cli_create_pin_repin_and_status_json(embedded_lake):
     assert json.loads(moved.output)["pins"] == {"main": {"prod": first + 1}}
     refused = runner.invoke(app, ["repin", "wm-fork-none", "--as", "alice"])
     assert refused.exit_code == 1 and "workspace.unknown" in refused.output
+
+
+def test_a_table_created_after_the_pin_is_absent_in_the_pinned_fork_and_not_missing_in_its_owner(lake_env, service):
+    from dpone_dagster.lake.tracking import fork_state
+
+    materialize(lake_env, "prod", "orders", "SELECT 1 AS id")
+    service.create_fork("wm-fork-pin", "prod", owner="alice", pin=True)
+    service.create_fork("wm-fork-live", "prod", owner="alice")
+    materialize(lake_env, "prod", "later", "SELECT 5 AS x")
+    assert rows(lake_env, "wm-fork-pin", "SELECT count(*) FROM duckdb_views() WHERE view_name = 'later'") == [(0,)]
+    assert fork_state("wm-fork-live", "main", "main", "later", lake_env.config).state == "deferred"
+    assert rows(lake_env, "wm-fork-live", "SELECT x FROM lake_main.later") == [(5,)]

@@ -146,3 +146,6 @@ def test_the_fork_sensor_reports_staleness(embedded_lake, service, monkeypatch):
     materialize(embedded_lake, "prod", "orders", "SELECT 2 AS id")
     second = sensor(build_sensor_context(cursor=first.cursor, resources={"ducklake": DuckLakeResource()}))
     assert "staleness: 1 deferred table(s) changed in their owner" in second.skip_reason.skip_message
+    quiet = sensor(build_sensor_context(cursor=second.cursor, resources={"ducklake": DuckLakeResource()}))
+    assert quiet.skip_reason.skip_message.startswith("no ancestor materialized since")
+    assert "staleness: 1 deferred table(s) changed in their owner" in quiet.skip_reason.skip_message
