@@ -72,6 +72,10 @@ def test_maintain_deletes_prod_garbage_but_never_a_fork_file(lake_env):
     assert fork_before and orphan in prod_before
     snapshots_before = snapshot_ids(lake_env)
 
+    dry = maintain(config=lake_env.config, clock=later, pins=no_pins, dry_run=True)
+    assert dry.expired_snapshots and orphan in dry.orphaned_files
+    assert (snapshot_ids(lake_env), prod_files(lake_env)) == (snapshots_before, prod_before), "a dry run changes nothing"
+
     report = maintain(config=lake_env.config, clock=later, pins=no_pins)
 
     assert report.expired_snapshots, "old prod snapshots are expired (else this test proves nothing)"
@@ -85,18 +89,9 @@ def test_maintain_deletes_prod_garbage_but_never_a_fork_file(lake_env):
     assert run_sql(lake_env, FORK, [], fetch="SELECT id FROM lake_main.main.fork_only") == [(7,)]
 
 
-def test_dry_run_lists_and_changes_nothing(lake_env):
-    prod_with_history_and_a_fork(lake_env)
-    orphan = plant_orphan(lake_env)
-    before = (snapshot_ids(lake_env), prod_files(lake_env))
-
-    report = maintain(config=lake_env.config, clock=later, pins=no_pins, dry_run=True)
-
-    assert report.expired_snapshots and orphan in report.orphaned_files
-    assert (snapshot_ids(lake_env), prod_files(lake_env)) == before
-
-
-def test_never_expires_a_pinned_snapshot(lake_env):
+def test_never_expires_a_pinned_snapshot(embedded_lake):
+    """An injected pin reader (the real pins: the last test, on both backends)."""
+    lake_env = embedded_lake
     materialize(lake_env, "prod", "orders", "SELECT 1 AS id")
     pinned = materialize(lake_env, "prod", "orders", "SELECT 2 AS id")
     materialize(lake_env, "prod", "orders", "SELECT 3 AS id")
@@ -128,30 +123,24 @@ def _wide_config(env):
     return env.config.model_copy(update={"lakes": (*env.config.lakes, wide)})
 
 
-def test_refuses_a_data_path_that_contains_the_forks_root(lake_env):
+def test_refuses_a_data_path_that_contains_the_forks_root(lake_env, monkeypatch):
+    """Both guards, each alone: with the data-path check disabled, DuckLake's own orphan listing
+    names the fork files and `maintain` refuses it before deleting anything; with it in place, the
+    data path is refused before anything is attached."""
     prod_with_history_and_a_fork(lake_env)
     fork_before = lake_env.list_files(forks_root(lake_env))
     config = _wide_config(lake_env)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(maint, "check_data_path", lambda data_path, roots: None)
+        with pytest.raises(maint.ForkFileListedError) as listed:
+            maintain("wide", config=config, clock=later, pins=no_pins)
+    assert listed.value.code == "lake.maintain_fork_file_listed"
+    assert lake_env.list_files(forks_root(lake_env)) == fork_before
 
     with pytest.raises(maint.ForksUnderDataPathError) as refused:
         maintain("wide", config=config, clock=later, pins=no_pins)
-
     assert refused.value.code == "lake.maintain_forks_under_data_path"
-    assert lake_env.list_files(forks_root(lake_env)) == fork_before
-
-
-def test_a_listing_naming_a_fork_file_is_refused_before_anything_is_deleted(lake_env, monkeypatch):
-    """The second guard alone: with the data-path check disabled, DuckLake's own orphan listing
-    names the fork files; `maintain` refuses it before deleting anything."""
-    prod_with_history_and_a_fork(lake_env)
-    fork_before = lake_env.list_files(forks_root(lake_env))
-    config = _wide_config(lake_env)
-    monkeypatch.setattr(maint, "check_data_path", lambda data_path, roots: None)
-
-    with pytest.raises(maint.ForkFileListedError) as refused:
-        maintain("wide", config=config, clock=later, pins=no_pins)
-
-    assert refused.value.code == "lake.maintain_fork_file_listed"
     assert lake_env.list_files(forks_root(lake_env)) == fork_before
 
 
