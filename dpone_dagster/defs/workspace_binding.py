@@ -12,6 +12,12 @@ started with. Nothing a launch carries can choose another one:
 - a run whose `dpone/workspace` tag names another workspace is refused with
   `workspace.not_this_deployment` before any step starts, and again before any lake is attached.
 
+Steps can ask for the run's shape through op tags (`route_run`): a step tagged `dpone/in_process:
+true` makes the whole run execute in the run worker (the configured multiprocess executor is set
+aside for that run), and a step's `dpone/release` tag is stamped on the run. The release stages
+carry both, so "Materialize all" on group `release`, `dagster asset materialize --select
+group:release` and `release_job` run the same way and are tagged the same.
+
 What a reader could get wrong: the tag is a record, never an input. A user can type
 `dpone/workspace: prod` into the launchpad of a fork's UI; that run is refused, it does not act for
 `prod`. And the executor wrapper is not the only guard: `execute_in_process` (and `materialize`)
@@ -31,11 +37,16 @@ from dagster import (
     in_process_executor,
     multi_or_in_process_executor,
 )
+from dagster._core.definitions.executor_definition import _core_in_process_executor_creation
 
 from dpone_dagster.config import load_config
 from dpone_dagster.errors import WorkspaceError
 
 WORKSPACE_TAG = "dpone/workspace"
+IN_PROCESS_TAG = "dpone/in_process"
+"""Op tag: a step tagged `"true"` runs its whole run in the run worker (see `route_run`)."""
+RUN_TAG_KEYS = ("dpone/release",)
+"""Op tags a step hands on to its run (the Runs list filters on them), e.g. `dpone/release`."""
 
 
 class WorkspaceNotThisDeploymentError(WorkspaceError):
@@ -84,15 +95,44 @@ def bind_run(instance: DagsterInstance | None, run: DagsterRun | None) -> str:
     return workspace
 
 
-class _BoundExecutor(Executor):
-    """Runs `bind_run` in the run worker before the wrapped executor starts any step."""
+def route_run(instance: DagsterInstance | None, run: DagsterRun | None, steps) -> bool:
+    """Stamp the run with its steps' `RUN_TAG_KEYS` op tags; True when a step asks for in-process.
 
-    def __init__(self, inner: Executor) -> None:
+    `steps` are the execution steps the run will execute (`ExecutionStep`s with `.tags`, the op
+    tags). A tag already on the run is left alone (a job's own tags win).
+    """
+    tags: dict[str, str] = {}
+    in_process = False
+    for step in steps:
+        step_tags = step.tags or {}
+        in_process = in_process or step_tags.get(IN_PROCESS_TAG) == "true"
+        tags.update({key: step_tags[key] for key in RUN_TAG_KEYS if key in step_tags})
+    if instance is not None and run is not None:
+        missing = {key: value for key, value in tags.items() if key not in run.tags}
+        if missing:
+            instance.add_run_tags(run.run_id, missing)
+    return in_process
+
+
+class _BoundExecutor(Executor):
+    """Runs `bind_run` in the run worker before the wrapped executor starts any step.
+
+    With an `in_process` twin (the default executor's), a run any of whose steps is tagged
+    `dpone/in_process` executes on the twin instead (same retry mode, so the run's retry
+    bookkeeping, read from `retries` before `execute`, is unchanged).
+    """
+
+    def __init__(self, inner: Executor, in_process: Executor | None = None) -> None:
         self._inner = inner
+        self._in_process = in_process
 
     def execute(self, plan_context, execution_plan) -> Iterator:
         bind_run(plan_context.instance, plan_context.dagster_run)
-        yield from self._inner.execute(plan_context, execution_plan)
+        steps = [execution_plan.get_step_by_key(key) for key in execution_plan.step_keys_to_execute]
+        executor = self._inner
+        if route_run(plan_context.instance, plan_context.dagster_run, steps) and self._in_process is not None:
+            executor = self._in_process
+        yield from executor.execute(plan_context, execution_plan)
 
     @property
     def retries(self):
@@ -113,22 +153,38 @@ class BoundExecutorDefinition(ExecutorDefinition):
     """An executor definition whose executors run `bind_run` before any step (see `bound_executor`)."""
 
 
-def bound_executor(inner: ExecutorDefinition) -> BoundExecutorDefinition:
-    """`inner` with the same name, config schema and requirements, checking the run's workspace first."""
+def bound_executor(inner: ExecutorDefinition, *, routed: bool = False) -> BoundExecutorDefinition:
+    """`inner` with the same name, config schema and requirements, checking the run's workspace first.
+
+    `routed` (for `multi_or_in_process_executor`): a run with a step tagged `dpone/in_process`
+    executes in process whatever mode the run's configuration picked.
+    """
     create = inner.executor_creation_fn
     if create is None:
         raise WorkspaceError(
             "an executor without a creation function cannot be bound to the deployment",
             code="workspace.executor_unbindable",
         )
+
+    def creation(init_context) -> _BoundExecutor:
+        return _BoundExecutor(create(init_context), _in_process_twin(init_context.executor_config) if routed else None)
+
     return BoundExecutorDefinition(
         name=inner.name,
         config_schema=inner.config_schema,
         requirements=inner.get_requirements,
-        executor_creation_fn=lambda init_context: _BoundExecutor(create(init_context)),
+        executor_creation_fn=creation,
         description=inner.description,
     )
 
 
-DEFAULT_EXECUTOR = bound_executor(multi_or_in_process_executor)
+def _in_process_twin(config: Mapping) -> Executor:
+    """An in-process executor with the retry mode of the configured mode (multiprocess or in_process)."""
+    mode = config.get("multiprocess") or config.get("in_process") or {}
+    return _core_in_process_executor_creation(
+        {"retries": mode.get("retries") or {"enabled": {}}, "step_dependency_config": mode.get("step_dependency_config")}
+    )
+
+
+DEFAULT_EXECUTOR = bound_executor(multi_or_in_process_executor, routed=True)
 IN_PROCESS_EXECUTOR = bound_executor(in_process_executor)

@@ -10,6 +10,7 @@ import dagster as dg
 from dpone_dagster.config import load_config
 from dpone_dagster.defs.release.definitions import build_definitions
 from dpone_dagster.defs.release.resources import RESOURCE_KEYS
+from dpone_dagster.defs.release.stage_values import IO_MANAGER_KEY as STAGE_VALUES_KEY
 from dpone_dagster.defs.release.settings import release_settings
 
 LINEAGE = {
@@ -67,14 +68,14 @@ def test_release_job_selects_the_whole_group_and_sensors_are_wired():
 def test_resources_refuse_run_configuration():
     """A launchpad user must not be able to override the pinned digest, target or registry."""
     resources = _defs().resources
-    assert set(resources) == RESOURCE_KEYS
+    assert set(resources) == RESOURCE_KEYS | {STAGE_VALUES_KEY}  # the stage values' IO manager: no config either
 
     @dg.asset(required_resource_keys=set(RESOURCE_KEYS))
     def probe(context) -> str:
         return context.resources.authority_platform.settings.protected_target_file.name
 
     assert dg.materialize([probe], resources=resources).output_for_node("probe") == "target.json"
-    for key in RESOURCE_KEYS:
+    for key in sorted(resources):
         override = {"resources": {key: {"config": {"protected_target_file": "/tmp/elsewhere.json"}}}}
         try:
             dg.materialize([probe], resources=resources, run_config=override)

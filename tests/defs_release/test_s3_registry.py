@@ -26,9 +26,10 @@ def test_publish_and_install_through_an_s3_registry(released, s3_server, s3_buck
             ),
         }
     )
+    # The whole job: a composed release is held only in its run's memory (nothing is pickled into
+    # DAGSTER_HOME), so publishing to another registry composes it again in the same run.
     job = build_definitions(settings).resolve_job_def("release_job")
-    keys = [k for k in job.asset_layer.selected_asset_keys if k.to_user_string() in {"published_release", "installed_release"}]
-    result = job.execute_in_process(instance=released.instance, asset_selection=keys, raise_on_error=False)
+    result = job.execute_in_process(instance=released.instance, raise_on_error=False)
     assert result.success, step_failures(result)
     found = materializations(result)
     release_hex = found["published_release"]["release_id"].removeprefix("sha256:")

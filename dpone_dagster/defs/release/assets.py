@@ -14,11 +14,11 @@ What a reader could get wrong: no stage trusts authority handed down by an earli
 stage that needs authority (compose, publish, install) re-verifies the original grant bytes from
 the authority location against the pinned policy (cheap, and rollback-safe for the same grant) and
 obtains its own operation receipt; values passed between stages are source-derived data
-(compilation, capture, release bytes) that the services re-verify themselves.
+(compilation, capture, release bytes) that the services re-verify themselves. Those values are held
+in the run's memory (`stage_values`), never pickled into DAGSTER_HOME, and every stage carries the
+op tags `STAGE_TAGS`: any run with a release stage executes in process and is tagged
+`dpone/release`, however it was launched. The policy, grant and install stages return no value.
 """
-
-from collections.abc import Mapping
-from dataclasses import dataclass
 
 import dagster as dg
 from dagster import AssetExecutionContext
@@ -35,40 +35,44 @@ from dpone_dagster.contracts.receipts import DevelopmentAuthorityReceipt
 from dpone_dagster.defs.release.gate import install_stage_gate, install_synthetic_runtime
 from dpone_dagster.defs.release.refusals import refusals_as_failures
 from dpone_dagster.defs.release.resources import release_pipeline
+from dpone_dagster.defs.release.stage_values import IO_MANAGER_KEY, StagedRelease
+from dpone_dagster.defs.workspace_binding import IN_PROCESS_TAG
 from dpone_dagster.release.bundle import ReleaseBundle, open_bundle
 from dpone_dagster.release.native import NativeCompilation
 from dpone_dagster.release.pipeline import ReleasePipeline
 
 GROUP = "release"
-KINDS = {"dpone"}
+# What each stage's asset is, as the badge on its graph node says it.
+STAGE_KINDS = {
+    "development_policy": {"policy"},
+    "development_grant": {"grant"},
+    "ordinary_flows": {"flows"},
+    "development_release": {"release"},
+    "published_release": {"registry"},
+    "installed_release": {"cache"},
+}
 AUTHORITY = {"authority_platform"}
 PIPELINE = {"authority_platform", "target_admission", "release_registry", "release_cache", "release_source"}
-
-
-@dataclass(frozen=True)
-class StagedRelease:
-    """A composed release: its identity, its exact member bytes, and the source it was built from."""
-
-    release_id: str
-    members: Mapping[str, bytes]
-    source: ReconstructedSource
+STAGE_TAGS = {IN_PROCESS_TAG: "true", "dpone/release": "true"}
+"""Op tags of every release stage and check: the run executes in process and carries `dpone/release`."""
 
 
 @dg.asset(
     group_name=GROUP,
-    kinds=KINDS,
+    op_tags=STAGE_TAGS,
+    kinds=STAGE_KINDS["development_policy"],
     required_resource_keys=AUTHORITY,
     description="The development policy as stored in the authority location, with the digest pinned in the "
     "protected target. The blocking check `policy_matches_pinned_digest` decides whether it is the pinned one.",
 )
-def development_policy(context: AssetExecutionContext) -> bytes:
+def development_policy(context: AssetExecutionContext) -> dg.MaterializeResult:
     authority = context.resources.authority_platform
     with refusals_as_failures():
         created = authority.prepare()
         pinned = authority.pinned_policy_digest()
         stored = authority.policy()
-    context.add_output_metadata(
-        {
+    return dg.MaterializeResult(
+        metadata={
             "pinned_policy_digest": pinned,
             "stored_policy_digest": _digest_or_note(DevelopmentPolicy.KIND, stored),
             "policy_bytes": len(stored),
@@ -76,18 +80,18 @@ def development_policy(context: AssetExecutionContext) -> bytes:
             "synthetic_authority_written": created,
         }
     )
-    return stored
 
 
 @dg.asset(
     group_name=GROUP,
-    kinds=KINDS,
+    op_tags=STAGE_TAGS,
+    kinds=STAGE_KINDS["development_grant"],
     deps=[development_policy],
     required_resource_keys=AUTHORITY,
     description="The signed development grant and its detached signatures, as stored. The blocking check "
     "`grant_verified` verifies the threshold signatures, window, epoch, rollback and source commit.",
 )
-def development_grant(context: AssetExecutionContext) -> tuple[bytes, bytes]:
+def development_grant(context: AssetExecutionContext) -> dg.MaterializeResult:
     authority = context.resources.authority_platform
     with refusals_as_failures():
         renewal = authority.renew_expired_grant()
@@ -115,7 +119,7 @@ def development_grant(context: AssetExecutionContext) -> tuple[bytes, bytes]:
                 "revocation_epoch": grant.revocation_epoch,
                 "native_workloads": len(grant.native_membership),
                 "ordinary_workloads": len(grant.ordinary_membership),
-                "execution_subjects (metadata only)": len(grant.execution_subjects),
+                "execution_subjects_metadata_only": len(grant.execution_subjects),
             }
         )
     metadata["synthetic_renewal"] = (
@@ -123,15 +127,16 @@ def development_grant(context: AssetExecutionContext) -> tuple[bytes, bytes]:
         if renewal is not None
         else "none"
     )
-    context.add_output_metadata(metadata)
-    return documents.grant, documents.signatures
+    return dg.MaterializeResult(metadata=metadata)
 
 
 @dg.asset(
     group_name=GROUP,
-    kinds={"dbt", "dpone"},
+    op_tags=STAGE_TAGS,
+    kinds={"dbt"},
     deps=[development_grant],
     required_resource_keys=PIPELINE,
+    io_manager_key=IO_MANAGER_KEY,
     description="Every publishing dbt project of the source, compiled sealed and offline; dbt decides membership.",
 )
 def native_workspace(context: AssetExecutionContext) -> NativeCompilation | None:
@@ -156,9 +161,11 @@ def native_workspace(context: AssetExecutionContext) -> NativeCompilation | None
 
 @dg.asset(
     group_name=GROUP,
-    kinds=KINDS,
+    op_tags=STAGE_TAGS,
+    kinds=STAGE_KINDS["ordinary_flows"],
     deps=[development_grant],
     required_resource_keys=PIPELINE,
+    io_manager_key=IO_MANAGER_KEY,
     description="Every ordinary flow workload (selector, SQL, pre-hooks, resources, connection aliases), "
     "rebuilt from source and compared with its committed pack.",
 )
@@ -186,8 +193,10 @@ def ordinary_flows(context: AssetExecutionContext) -> OrdinaryCapture | None:
 
 @dg.asset(
     group_name=GROUP,
-    kinds=KINDS,
+    op_tags=STAGE_TAGS,
+    kinds=STAGE_KINDS["development_release"],
     required_resource_keys=PIPELINE,
+    io_manager_key=IO_MANAGER_KEY,
     description="One immutable development parent (`dpone.release-set.v3`, profile "
     "`development_workspace_delivery_v1`): the grant re-verified against the compiled source, "
     "then composed, staged, reread and verified.",
@@ -224,8 +233,10 @@ def development_release(
 
 @dg.asset(
     group_name=GROUP,
-    kinds=KINDS,
+    op_tags=STAGE_TAGS,
+    kinds=STAGE_KINDS["published_release"],
     required_resource_keys=PIPELINE,
+    io_manager_key=IO_MANAGER_KEY,
     description="The release published to the immutable registry under a publication receipt "
     "(content-addressed blobs, commit object written last). An identical retry writes zero bytes.",
 )
@@ -253,12 +264,13 @@ def published_release(context: AssetExecutionContext, development_release: Stage
 
 @dg.asset(
     group_name=GROUP,
-    kinds=KINDS,
+    op_tags=STAGE_TAGS,
+    kinds=STAGE_KINDS["installed_release"],
     required_resource_keys=PIPELINE,
     description="The published release installed into the local cache (materialization receipt) and "
     "activated (activation receipt). Its tasks stay dormant: see the `tasks_denied_before_credentials` check.",
 )
-def installed_release(context: AssetExecutionContext, published_release: StagedRelease) -> str:
+def installed_release(context: AssetExecutionContext, published_release: StagedRelease) -> dg.MaterializeResult:
     pipeline, issuer = release_pipeline(context.resources)
     with refusals_as_failures():
         authority, bundle = reverified(context, pipeline, published_release)
@@ -270,8 +282,8 @@ def installed_release(context: AssetExecutionContext, published_release: StagedR
             bundle.release_id, authority=authority, materialization=materialization, activation=activation
         )
         synthetic_runtime = install_synthetic_runtime(context.resources, bundle)
-    context.add_output_metadata(
-        {
+    return dg.MaterializeResult(
+        metadata={
             **gate.report_metadata(),
             **synthetic_runtime,
             "release_id": result.release_id,
@@ -286,7 +298,6 @@ def installed_release(context: AssetExecutionContext, published_release: StagedR
             "release_state (latest, any run)": release_state(pipeline, result.release_id),
         }
     )
-    return result.release_id
 
 
 def verified_authority(

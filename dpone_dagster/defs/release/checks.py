@@ -15,6 +15,9 @@
 - `tasks_denied_before_credentials` (on `installed_release`, after activation): the same evaluation
   over the *active* release; its denials move the release state Installed → Denied.
 
+The two authority checks read the stored bytes from the authority location themselves (the stages
+hand them no value); every check carries the release stages' op tags (`STAGE_TAGS`).
+
 What a reader could get wrong: a failed blocking check stops every downstream stage of the run, and
 the run fails; the check's description carries the stable refusal code. `installed_release`
 evaluates the gate once more itself and refuses (`release.rollout_blocked`) before it installs, so
@@ -28,6 +31,7 @@ from dpone_dagster.authority.verification import ReconstructedSource, verify_gra
 from dpone_dagster.contracts.base import parse_document
 from dpone_dagster.contracts.grant import DevelopmentGrant
 from dpone_dagster.defs.release.assets import (
+    STAGE_TAGS,
     StagedRelease,
     development_grant,
     development_policy,
@@ -49,14 +53,16 @@ def _refused(error: DponeError) -> dg.AssetCheckResult:
 
 
 @dg.asset_check(
+    op_tags=STAGE_TAGS,
     asset=development_policy,
     blocking=True,
     required_resource_keys={"authority_platform"},
     description="The stored policy is byte-for-byte the policy pinned (by digest) in the protected target.",
 )
-def policy_matches_pinned_digest(context: AssetCheckExecutionContext, development_policy: bytes) -> dg.AssetCheckResult:
+def policy_matches_pinned_digest(context: AssetCheckExecutionContext) -> dg.AssetCheckResult:
+    authority = context.resources.authority_platform
     try:
-        policy = verify_policy(development_policy, context.resources.authority_platform.pinned_policy_digest())
+        policy = verify_policy(authority.policy(), authority.pinned_policy_digest())
     except DponeError as error:
         return _refused(error)
     return dg.AssetCheckResult(
@@ -75,16 +81,18 @@ def policy_matches_pinned_digest(context: AssetCheckExecutionContext, developmen
 
 
 @dg.asset_check(
+    op_tags=STAGE_TAGS,
     asset=development_grant,
     blocking=True,
     required_resource_keys={"authority_platform", "release_source"},
     description="The grant verifies under the pinned policy: k-of-n signatures, environment, window, "
     "revocation epoch, rollback protection, source repository and commit.",
 )
-def grant_verified(context: AssetCheckExecutionContext, development_grant: tuple[bytes, bytes]) -> dg.AssetCheckResult:
+def grant_verified(context: AssetCheckExecutionContext) -> dg.AssetCheckResult:
     authority = context.resources.authority_platform
-    grant_bytes, signature_bytes = development_grant
     try:
+        documents = authority.documents()
+        grant_bytes, signature_bytes = documents.grant, documents.signatures
         grant = parse_document(DevelopmentGrant, grant_bytes)
         identity = context.resources.release_source.identity()
         receipt = verify_grant(
@@ -123,6 +131,7 @@ def grant_verified(context: AssetCheckExecutionContext, development_grant: tuple
 
 
 @dg.asset_check(
+    op_tags=STAGE_TAGS,
     asset=published_release,
     blocking=True,
     required_resource_keys={"authority_platform", "target_admission", "release_registry", "release_cache", "release_source"},
@@ -147,6 +156,7 @@ def rollout_gate(context: AssetCheckExecutionContext, published_release: StagedR
 
 
 @dg.asset_check(
+    op_tags=STAGE_TAGS,
     asset=installed_release,
     required_resource_keys={"authority_platform", "target_admission", "release_registry", "release_cache", "release_source"},
     description="After activation: standard runtime admission denies every native, ordinary and pre-hook task of "

@@ -17,6 +17,7 @@ from dpone_dagster.defs.release.operations import OPERATION_JOBS
 from dpone_dagster.defs.release.resources import release_resources
 from dpone_dagster.defs.release.sensors import build_release_inputs_sensor, build_revocation_sensor
 from dpone_dagster.defs.release.settings import ReleaseSettings, release_settings
+from dpone_dagster.defs.release.stage_values import IO_MANAGER_KEY, release_stage_values
 
 
 def build_definitions(settings: ReleaseSettings) -> dg.Definitions:
@@ -25,7 +26,7 @@ def build_definitions(settings: ReleaseSettings) -> dg.Definitions:
         asset_checks=list(RELEASE_CHECKS),
         jobs=[release_job, *OPERATION_JOBS],
         sensors=[build_release_inputs_sensor(settings), build_revocation_sensor(settings)],
-        resources=release_resources(settings),
+        resources={**release_resources(settings), IO_MANAGER_KEY: release_stage_values()},
     )
 
 
