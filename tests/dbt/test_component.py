@@ -47,6 +47,7 @@ def _checks(result) -> dict[str, bool]:
     return {e.asset_check_key.name: e.passed for e in (ev.event_specific_data for ev in result.all_events if ev.event_type_value == "ASSET_CHECK_EVALUATION")}
 
 
+@pytest.mark.slow
 def test_the_tiny_project_materializes_in_a_fork_through_the_component_with_defer(tiny_project, tmp_path, monkeypatch):
     setup = LakeSetup(tmp_path / "state")
     with setup.applied(), create_defs_folder_sandbox() as sandbox:
@@ -69,6 +70,7 @@ def test_the_tiny_project_materializes_in_a_fork_through_the_component_with_defe
             assert _materializations(prod)[NUMBERS]["fork_state"] == "own"
             assert all(_checks(prod).values()) and len(_checks(prod)) == 5
 
+            prod_before = _prod_snapshot(setup)
             Workspaces(load_config()).create_fork(FORK, "prod", owner="alice")
             monkeypatch.setenv("DPONE_WORKSPACE", FORK)
             fork = materialize(assets, resources=resources, selection=[PARITY, SUMMARY], raise_on_error=False)
@@ -84,10 +86,24 @@ def test_the_tiny_project_materializes_in_a_fork_through_the_component_with_defe
     numbers = states.of(TableName("tiny", "tiny_numbers")).state
     assert (numbers.state, numbers.owner) == ("deferred", "prod")
     assert states.of(TableName("tiny", "tiny_summary")).state.state == "fork_materialized"
+    assert _prod_snapshot(setup) == prod_before, "the fork's dbt run wrote to prod"
     conn = setup.connect(workspace=FORK)
     try:
+        kinds = dict(conn.execute(
+            "SELECT table_name, table_type FROM information_schema.tables "
+            "WHERE table_catalog = 'lake_main' AND table_schema = 'tiny'"
+        ).fetchall())
+        assert kinds == {"tiny_numbers": "VIEW", "tiny_parity": "BASE TABLE", "tiny_summary": "BASE TABLE"}
         # the fork never built tiny_numbers: its parity/summary rows came through the defer view
         assert conn.execute("SELECT numbers, total FROM lake_main.tiny.tiny_summary").fetchall() == [(6, 15)]
+    finally:
+        conn.close()
+
+
+def _prod_snapshot(setup: LakeSetup) -> int:
+    conn = setup.connect()
+    try:
+        return conn.execute("SELECT max(snapshot_id) FROM lake_main.snapshots()").fetchone()[0]
     finally:
         conn.close()
 
