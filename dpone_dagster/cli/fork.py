@@ -263,4 +263,6 @@ def janitor(
         raise typer.Exit(2)
 
 
-from dpone_dagster.cli import fork_promotion as _fork_promotion  # noqa: E402,F401 (registers `diff` and `promote`)
+from dpone_dagster.cli.fork_promotion import register as _register_promotion  # noqa: E402
+
+_register_promotion(app, reported)  # `dpone fork diff` and `dpone fork promote`

@@ -1,4 +1,4 @@
-"""`dpone fork diff` and `dpone fork promote`, registered on the `dpone fork` group.
+"""`dpone fork diff` and `dpone fork promote`, registered on the `dpone fork` group by `register`.
 
 Thin wrappers over `lake/diff.py` and `lake/promote.py`; every refusal prints its stable code and
 exits 1. What a reader could get wrong: the two run in different processes on purpose. `diff` runs
@@ -9,14 +9,11 @@ review; `promote` runs where the configured workspace is the fork's parent and n
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import typer
 
-from dpone_dagster.cli.fork import app, reported
 
-
-@app.command("diff")
-@reported
 def diff(
     workspace_id: str = typer.Argument(..., metavar="FORK"),
     tables: list[str] = typer.Argument(None, metavar="[TABLE]...", help="Default: every table the fork materialized."),
@@ -38,8 +35,6 @@ def diff(
     typer.echo(f"\npromote from the parent's process: dpone fork promote {workspace_id} <table>... --diff-id {result.diff_id}")
 
 
-@app.command("promote")
-@reported
 def promote(
     workspace_id: str = typer.Argument(..., metavar="FORK"),
     tables: list[str] = typer.Argument(..., metavar="TABLE..."),
@@ -57,3 +52,9 @@ def promote(
     for table in result.tables:
         typer.echo(f"promoted {table.table} ({table.rows} rows) from {result.fork} into {result.parent}")
     typer.echo(f"parent snapshot {result.snapshot_id}, diff {result.diff_id}")
+
+
+def register(app: typer.Typer, reported: Callable) -> None:
+    """Add `diff` and `promote` to the `dpone fork` group (called by `cli/fork.py`, which owns `reported`)."""
+    app.command("diff")(reported(diff))
+    app.command("promote")(reported(promote))
