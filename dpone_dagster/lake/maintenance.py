@@ -46,7 +46,7 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from dpone_dagster.config import DponeConfig, load_config
+from dpone_dagster.config import DponeConfig, LakeConfig, load_config
 from dpone_dagster.contracts.workspace_ids import ROOT_WORKSPACE
 from dpone_dagster.control.lake_tables import fork_ducklake_namespace, fork_prefix_tombstone
 from dpone_dagster.control.store import open_store
@@ -55,6 +55,7 @@ from dpone_dagster.errors import LakeError
 from dpone_dagster.lake.attach import absolute_data_path
 from dpone_dagster.lake.naming import FORK_DATA_DIR, DataPathError, split_storage_root
 from dpone_dagster.lake.ports import Clock, utc_now
+from dpone_dagster.lake.resolve import resolve
 from dpone_dagster.lake.sql import quote_ident, sql_string
 
 SNAPSHOT_RETENTION = timedelta(days=7)
@@ -119,8 +120,6 @@ def forks_roots(config: DponeConfig, engine: Engine) -> set[str]:
         for table in (fork_ducklake_namespace, fork_prefix_tombstone):
             paths += [row[0] for row in conn.execute(sa.select(table.c.data_path))]
         for (settings,) in conn.execute(sa.select(workspace_lake.c.settings)):
-            from dpone_dagster.config import LakeConfig
-
             stored = LakeConfig.model_validate_json(settings)
             paths.append(absolute_data_path(stored.data_path, config.project_root))
     return {root for root in map(_forks_root_of, paths) if root}
@@ -200,8 +199,6 @@ def maintain(
     pins: PinsReader | None = None,
 ) -> MaintenanceReport:
     """Expire snapshots, delete old files and orphans of the root's `lake` (see the module doc)."""
-    from dpone_dagster.lake.resolve import resolve
-
     config = config or load_config()
     if config.workspace != ROOT_WORKSPACE:
         raise NotRootWriterError(

@@ -205,3 +205,20 @@ def test_a_real_pinned_fork_keeps_its_snapshot_through_maintenance(lake_env):
     assert report.oldest_pin == pinned and pinned in report.held_by_pin
     assert report.expired_snapshots and max(report.expired_snapshots) < pinned
     assert run_sql(lake_env, "prod", [], fetch="SELECT id FROM lake_main.main.orders") == [(4,)]
+
+
+def test_cli_dry_run_json(embedded_lake):
+    import json
+
+    from typer.testing import CliRunner
+
+    from dpone_dagster.cli.lake import app
+
+    materialize(embedded_lake, "prod", "orders", "SELECT 1 AS id")
+    materialize(embedded_lake, "prod", "orders", "SELECT 2 AS id")
+    result = CliRunner().invoke(app, ["maintain", "main", "--dry-run", "--json", "--retention", "1s", "--file-grace", "1s"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["dry_run"] is True and report["lake"] == "main" and report["current_snapshot"] >= 2
+    bad = CliRunner().invoke(app, ["maintain", "main", "--retention", "forever"])
+    assert bad.exit_code == 1 and "config.invalid_duration" in bad.output
