@@ -23,6 +23,10 @@ Environment overrides (all optional):
 - `DPONE_WORKSPACE`      current workspace (default `prod`)
 - `DPONE_LAKE_<NAME>_CATALOG`, `DPONE_LAKE_<NAME>_DATA_PATH`  per-lake overrides
 - `DPONE_RELEASE_SOURCE_COMMIT`  the commit the platform checked out (needs a `release:` section)
+- `DAGSTER_CLOUD_IS_BRANCH_DEPLOYMENT=1` with `DAGSTER_CLOUD_GIT_BRANCH` / `DAGSTER_CLOUD_PULL_REQUEST_ID`
+  (and `DAGSTER_CLOUD_PULL_REQUEST_STATUS`): a Dagster+ branch deployment; the workspace becomes
+  the branch's throwaway fork (`branch_fork_id`), created from `forks.branch_parent`
+  (`dpone_dagster.workspaces.branch`)
 
 A `release:` section configures the release platform (`ReleaseConfig`): where signed grants are
 dropped, the protected target file, the registry, the cache and the source checkout. Without it the
@@ -43,7 +47,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from dpone_dagster.contracts.bounds import GitCommit, RepositoryName
-from dpone_dagster.errors import ConfigError
+from dpone_dagster.contracts.workspace_ids import branch_fork_id
+from dpone_dagster.errors import ConfigError, DponeError
 
 CONFIG_FILE_NAME = "dpone.yaml"
 DEFAULT_LAKE = "main"
@@ -235,11 +240,41 @@ class ForksConfig(_Closed):
     or status read) before the janitor drops it, unless the fork was created with its own TTL."""
 
     ttl: timedelta = timedelta(days=7)
+    branch_parent: str = Field(
+        default=DEFAULT_WORKSPACE,
+        description="the workspace a branch deployment's (or `dpone fork ensure`'s) fork is created from",
+    )
 
     @field_validator("ttl", mode="before")
     @classmethod
     def _duration(cls, value: object) -> object:
         return parse_duration(value) if isinstance(value, str) and _DURATION.match(value) else value
+
+
+BRANCH_DEPLOYMENT_ENV = (
+    "DAGSTER_CLOUD_IS_BRANCH_DEPLOYMENT",
+    "DAGSTER_CLOUD_GIT_BRANCH",
+    "DAGSTER_CLOUD_PULL_REQUEST_ID",
+    "DAGSTER_CLOUD_PULL_REQUEST_STATUS",
+)
+_PULL_REQUEST_GONE = ("CLOSED", "MERGED")
+
+
+class BranchDeployment(_Closed):
+    """The Dagster+ branch deployment this process runs in (`DAGSTER_CLOUD_IS_BRANCH_DEPLOYMENT=1`)."""
+
+    branch: str | None = None
+    pull_request_id: str | None = None
+    pull_request_status: str | None = None
+
+    @property
+    def fork_id(self) -> str:
+        return branch_fork_id(branch=self.branch, pull_request_id=self.pull_request_id)
+
+    @property
+    def pull_request_gone(self) -> bool:
+        """The pull request is closed or merged: its fork is to be dropped, not created."""
+        return (self.pull_request_status or "").strip().upper() in _PULL_REQUEST_GONE
 
 
 class DponeConfig(_Closed):
@@ -251,6 +286,7 @@ class DponeConfig(_Closed):
     dbt_project_dir: Path = Path("dbt_project_synthetic")
     release: ReleaseConfig | None = None
     forks: ForksConfig = ForksConfig()
+    branch_deployment: BranchDeployment | None = None
 
     @model_validator(mode="after")
     def _unique_lakes(self) -> DponeConfig:
@@ -344,6 +380,7 @@ def load_config(env: Mapping[str, str] | None = None) -> DponeConfig:
         "DPONE_CONTROL_STORE_URL",
         "DPONE_WORKSPACE",
         "DPONE_RELEASE_SOURCE_COMMIT",
+        *BRANCH_DEPLOYMENT_ENV,
     )
     lake_keys = tuple(sorted((k, v) for k, v in env.items() if k.startswith("DPONE_LAKE_")))
     return _load_config(tuple((k, env.get(k)) for k in keys), lake_keys, str(Path.cwd()))
@@ -377,6 +414,7 @@ def _load_config(
         raw["control_store_url"] = env["DPONE_CONTROL_STORE_URL"]
     if env.get("DPONE_WORKSPACE"):
         raw["workspace"] = env["DPONE_WORKSPACE"]
+    _apply_branch_deployment(raw, env)
     raw["lakes"] = _apply_lake_overrides([dict(x) for x in raw.get("lakes") or []], env)
     if env.get("DPONE_RELEASE_SOURCE_COMMIT"):
         if not isinstance(raw.get("release"), dict):
@@ -392,6 +430,31 @@ def _load_config(
             f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
         )
         raise ConfigError(f"invalid configuration: {problems}") from None
+
+
+def _apply_branch_deployment(raw: dict, env: Mapping[str, str]) -> None:
+    """In a Dagster+ branch deployment the workspace is the branch's (or pull request's) fork."""
+    if env.get("DAGSTER_CLOUD_IS_BRANCH_DEPLOYMENT", "").strip().lower() not in ("1", "true"):
+        return
+    branch = BranchDeployment(
+        branch=env.get("DAGSTER_CLOUD_GIT_BRANCH") or None,
+        pull_request_id=env.get("DAGSTER_CLOUD_PULL_REQUEST_ID") or None,
+        pull_request_status=env.get("DAGSTER_CLOUD_PULL_REQUEST_STATUS") or None,
+    )
+    try:
+        fork = branch.fork_id
+    except DponeError as exc:
+        raise ConfigError(
+            f"a branch deployment needs DAGSTER_CLOUD_GIT_BRANCH or DAGSTER_CLOUD_PULL_REQUEST_ID: {exc}",
+            code="config.branch_unidentified",
+        ) from None
+    if env.get("DPONE_WORKSPACE") and env["DPONE_WORKSPACE"] != fork:
+        raise ConfigError(
+            f"this branch deployment's workspace is {fork!r}, but DPONE_WORKSPACE names another one",
+            code="config.branch_workspace_conflict",
+        )
+    raw["branch_deployment"] = branch.model_dump()
+    raw["workspace"] = fork
 
 
 def _yaml_line(exc: yaml.YAMLError) -> str:

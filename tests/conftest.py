@@ -33,7 +33,7 @@ def _isolated_state(tmp_path_factory, monkeypatch):
     state = tmp_path_factory.mktemp("dpone_state")
     monkeypatch.setenv("DPONE_PROJECT_ROOT", str(REPO_ROOT))
     monkeypatch.setenv("DPONE_STATE_DIR", str(state))
-    for key in [k for k in os.environ if k.startswith(("DPONE_LAKE_", "DPONE_CONNECTION_"))]:
+    for key in [k for k in os.environ if k.startswith(("DPONE_LAKE_", "DPONE_CONNECTION_", "DAGSTER_CLOUD_"))]:
         monkeypatch.delenv(key)
     monkeypatch.delenv("DPONE_CONTROL_STORE_URL", raising=False)
     monkeypatch.delenv("DPONE_WORKSPACE", raising=False)

@@ -263,6 +263,35 @@ def janitor(
         raise typer.Exit(2)
 
 
+@app.command("ensure")
+@reported
+def ensure(
+    from_git: bool = typer.Option(
+        False, "--from-git", help="The fork of the git branch checked out in the current folder (OSS)."
+    ),
+    owner: str = typer.Option(None, "--owner", help="Owner of a fork created with --from-git (default: current user)."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Create the branch's fork if missing (parent: forks.branch_parent); in a Dagster+ branch
+    deployment whose pull request is closed or merged, drop it."""
+    from pathlib import Path
+
+    from dpone_dagster.workspaces.branch import ensure_for_deployment, ensure_for_git
+
+    if from_git:
+        result = ensure_for_git(Path.cwd(), owner=owner or _current_user())
+    else:
+        result = ensure_for_deployment(required=True)
+    if as_json:
+        typer.echo(json.dumps(result.as_dict(), indent=2))
+    else:
+        typer.echo(f"{result.action} {result.workspace_id} (parent {result.parent_id}, {result.source})")
+        if result.left_for_retry:
+            typer.echo(f"{result.left_for_retry} namespace(s) left for retry; `dpone fork drop {result.workspace_id}` retries", err=True)
+    if result.left_for_retry:
+        raise typer.Exit(2)
+
+
 from dpone_dagster.cli.fork_promotion import register as _register_promotion  # noqa: E402
 
 _register_promotion(app, reported)  # `dpone fork diff` and `dpone fork promote`

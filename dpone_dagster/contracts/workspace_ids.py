@@ -11,6 +11,7 @@ workspace is `prod`; throwaway forks start with `wm-fork-`. What a reader could 
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 from dpone_dagster.errors import WorkspaceError
@@ -62,3 +63,32 @@ def is_valid_workspace_id(workspace_id: str) -> bool:
 
 def is_throwaway_fork(workspace_id: str) -> bool:
     return workspace_id.startswith(THROWAWAY_FORK_PREFIX)
+
+
+PULL_REQUEST_FORK_PREFIX = THROWAWAY_FORK_PREFIX + "pr-"
+GIT_BRANCH_FORK_PREFIX = THROWAWAY_FORK_PREFIX + "git-"
+_PULL_REQUEST_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_SLUG_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
+_SLUG_MAX = 80
+
+
+def branch_fork_id(*, branch: str | None = None, pull_request_id: str | None = None) -> str:
+    """The throwaway fork a git branch or pull request works in: stable, valid, and distinct per branch.
+
+    A pull request id wins (`wm-fork-pr-<id>`: it survives a renamed branch); else the branch
+    (`wm-fork-git-<branch>`, where a branch with characters other than letters, digits, `_` and `-`
+    — `feature/x` — is flattened and suffixed with a hash of its exact name, so `feature/x` and
+    `feature-x` never share a fork)."""
+    if pull_request_id is not None and pull_request_id.strip():
+        number = pull_request_id.strip()
+        if not _PULL_REQUEST_ID.match(number):
+            raise InvalidWorkspaceIdError("a pull request id is letters, digits, '_' and '-' only (at most 64)")
+        return check_workspace_id(PULL_REQUEST_FORK_PREFIX + number)
+    if branch is None or not branch.strip():
+        raise InvalidWorkspaceIdError("a branch fork needs a git branch name or a pull request id")
+    name = branch.strip()
+    slug = _SLUG_UNSAFE.sub("-", name).strip("-")[:_SLUG_MAX].strip("-")
+    if slug != name:
+        digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:8]
+        slug = f"{slug}-{digest}" if slug else digest
+    return check_workspace_id(GIT_BRANCH_FORK_PREFIX + slug)
