@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 
 from dpone_dagster.config import DponeConfig, load_config
+from dpone_dagster.errors import DponeError
 from dpone_dagster.lake.defer import TableName
 from dpone_dagster.lake.pins import LIVE, PINNED, all_built_from, pins, read_ancestors
 from dpone_dagster.lake.ports import Clock, utc_now
@@ -161,7 +162,12 @@ def lake_staleness(
             for owner, snapshot in built.get(table, {}).items():
                 reference[owner] = min(reference.get(owner, snapshot), snapshot)
 
-    found = read_ancestors(workspace_id, lake, config) if catalog and deferred else None
+    found, unread = None, ()
+    if catalog and deferred:
+        try:
+            found = read_ancestors(workspace_id, lake, config)
+        except DponeError as exc:  # e.g. fork roles missing: answer from the control store alone
+            unread = (f"the ancestors of lake {lake!r} could not be attached ({exc.code})",)
     now = clock()
     rows: list[DeferredStaleness] = []
     for table, owner in sorted(deferred.items()):
@@ -192,7 +198,7 @@ def lake_staleness(
             and writes[(owner, up)] > read[owner]
         )
         built_rows.append(BuiltStaleness(str(table), read, changed))
-    problems = found.problems if found is not None else ()
+    problems = found.problems if found is not None else unread
     return LakeStaleness(
         workspace_id, lake, True, PINNED if pinned else LIVE, pinned, tuple(rows), tuple(built_rows), tuple(problems)
     )
