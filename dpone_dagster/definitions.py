@@ -6,6 +6,9 @@ executor, wrapped so that every run (the implicit asset job behind "Materialize"
 checked against and stamped with the deployment's `dpone/workspace` before any step starts
 (`dpone_dagster.defs.workspace_binding`).
 
+In a Dagster+ branch deployment the module first ensures the branch's fork
+(`dpone_dagster.workspaces.branch`), so a fresh branch deployment loads against an existing fork.
+
 What a reader could get wrong: a job that names its own executor does not get this default; such a
 job must use a bound executor itself (`release_job` uses `IN_PROCESS_EXECUTOR`).
 """
@@ -14,9 +17,15 @@ from __future__ import annotations
 
 from dagster import Definitions
 
-from dpone_dagster.defs import dbt, lake, release
-from dpone_dagster.defs.lake.diff import build_diff_checks  # diff_against_parent on the dbt tables
-from dpone_dagster.defs.workspace_binding import DEFAULT_EXECUTOR
+from dpone_dagster.workspaces.branch import ensure_for_deployment
+
+# In a Dagster+ branch deployment, its fork exists (or, PR closed/merged, is dropped) before any
+# domain loads: the dbt assets read the fork's state at load. Elsewhere this does nothing.
+BRANCH_FORK = ensure_for_deployment()
+
+from dpone_dagster.defs import dbt, lake, release  # noqa: E402
+from dpone_dagster.defs.lake.diff import build_diff_checks  # noqa: E402  (diff_against_parent on the dbt tables)
+from dpone_dagster.defs.workspace_binding import DEFAULT_EXECUTOR  # noqa: E402
 
 defs = Definitions.merge(
     dbt.defs,

@@ -178,3 +178,21 @@ def test_from_git_outside_a_checkout_or_on_a_detached_head_is_refused(tmp_path, 
     refused = _invoke("ensure", "--from-git", "--json")
     assert refused.exit_code == 1 and "workspace.not_a_git_checkout" in refused.output
     assert _ids().keys() <= {"prod"}
+
+
+def test_loading_the_code_location_in_a_branch_deployment_creates_its_fork(branch_deployment):
+    import importlib
+
+    assert PR_FORK not in _ids()
+    try:
+        import dpone_dagster.definitions as location  # a first import loads it; an earlier one is reloaded
+
+        importlib.reload(location)
+        assert location.BRANCH_FORK.workspace_id == PR_FORK and location.BRANCH_FORK.action in ("created", "exists")
+        assert _ids()[PR_FORK] == "prod"
+        jobs = location.defs.get_repository_def().get_all_jobs()
+        assert {j.run_tags.get("dpone/workspace") for j in jobs if not j.name.startswith("__")} == {PR_FORK}
+    finally:
+        branch_deployment.delenv("DAGSTER_CLOUD_IS_BRANCH_DEPLOYMENT")
+        importlib.reload(location)  # later tests get the location as it loads outside a branch deployment
+    assert location.BRANCH_FORK is None
