@@ -33,7 +33,7 @@ from dpone_dagster.control.store import open_store
 from dpone_dagster.errors import LakeError, WorkspaceError
 from dpone_dagster.lake.defer import TableName
 from dpone_dagster.lake.fork_plan import ancestor_reads
-from dpone_dagster.lake.diff_sql import change_counts, compare_tables, table_version
+from dpone_dagster.lake.diff_sql import TableVersions, change_counts, compare_tables
 from dpone_dagster.lake.pins import built_from
 from dpone_dagster.lake.ports import Clock, utc_now
 from dpone_dagster.lake.tracking import WorkspaceLakeView, workspace_lake_view
@@ -195,8 +195,10 @@ def diff_document(
     since_pin: bool = False,
     config: DponeConfig | None = None,
     cap: int = SAMPLE_CAP,
+    versions: TableVersions | None = None,
 ) -> dict:
     """The diff document of `tables`, read in `conn` (fork at `fork_alias`, owners via `owner_alias`)."""
+    table_version = versions or TableVersions(conn)
     entries = []
     for name in sorted(set(tables)):
         owner = nearest_owner(view, name)
@@ -209,8 +211,8 @@ def diff_document(
             "table": str(name),
             "key": list(key) if key and alias else None,
             "owner": owner,
-            "parent_snapshot": table_version(conn, alias, name) if alias else None,
-            "fork_snapshot": table_version(conn, fork_alias, name),
+            "parent_snapshot": table_version(alias, name) if alias else None,
+            "fork_snapshot": table_version(fork_alias, name),
             "parent_rows": compared.parent_rows,
             "fork_rows": compared.fork_rows,
             "schema": {

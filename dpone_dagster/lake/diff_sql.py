@@ -69,53 +69,73 @@ def json_value(value: object) -> object:
 
 
 def columns_of(conn, alias: str, name: TableName) -> list[tuple[str, str]]:
-    return [
-        (str(c), str(t))
-        for c, t in conn.execute(
-            "SELECT column_name, data_type FROM information_schema.columns WHERE table_catalog = ? "
-            "AND table_schema = ? AND table_name = ? ORDER BY ordinal_position",
-            [alias, name.schema, name.table],
-        ).fetchall()
-    ]
+    """(column, type) of one attached table, in order (`DESCRIBE`: no information_schema scan)."""
+    return [(str(r[0]), str(r[1])) for r in conn.execute(f"DESCRIBE {name.qualified(alias)}").fetchall()]
+
+
+class TableVersions:
+    """`table_version` for many tables of a session, reading each lake's snapshot log once.
+
+    Only for reads that happen before the session writes: the log is cached as first read."""
+
+    def __init__(self, conn) -> None:
+        self.conn = conn
+        self._ids: dict[str, dict[str, list[str]]] = {}
+        self._log: dict[str, list[tuple[int, dict]]] = {}
+
+    def _table_ids(self, alias: str) -> dict[str, list[str]]:
+        if alias not in self._ids:
+            out: dict[str, list[str]] = {}
+            for table, table_id in self.conn.execute("SELECT table_name, table_id FROM ducklake_table_info(?)", [alias]).fetchall():
+                out.setdefault(str(table), []).append(str(table_id))
+            self._ids[alias] = out
+        return self._ids[alias]
+
+    def _snapshots(self, alias: str) -> list[tuple[int, dict]]:
+        if alias not in self._log:
+            rows = self.conn.execute(f"SELECT snapshot_id, changes FROM {quote_ident(alias)}.snapshots()").fetchall()
+            self._log[alias] = [(int(snapshot), dict(changes or {})) for snapshot, changes in rows]
+        return self._log[alias]
+
+    def __call__(self, alias: str, name: TableName) -> int | None:
+        """The latest snapshot of the lake attached as `alias` that created or changed `name`.
+
+        From `snapshots()`: the ids DuckLake lists under inserts, deletes, alters, drops and inlined
+        changes, and the `schema.table` it lists as created. Tables of the same name in other
+        schemas count too (never a missed change, at worst a false one). None: no such table."""
+        ids = set(self._table_ids(alias).get(name.table, ()))
+        if not ids:
+            return None
+        created = f"{name.schema}.{name.table}"
+        latest = None
+        for snapshot, changes in self._snapshots(alias):
+            touched = any(ids.intersection(changes.get(key) or ()) for key in _ID_KEYS)
+            if touched or created in (changes.get("tables_created") or ()):
+                latest = snapshot if latest is None else max(latest, snapshot)
+        return latest
 
 
 def table_version(conn, alias: str, name: TableName) -> int | None:
-    """The latest snapshot of the lake attached as `alias` that created or changed `name`.
-
-    Read from `snapshots()`: the ids DuckLake lists under inserts, deletes, alters, drops and
-    inlined changes, and the `schema.table` it lists as created. Tables of the same name in other
-    schemas count too (never a missed change, at worst a false one). None: no such table."""
-    ids = [
-        str(r[0])
-        for r in conn.execute(
-            "SELECT table_id FROM ducklake_table_info(?) WHERE table_name = ?", [alias, name.table]
-        ).fetchall()
-    ]
-    if not ids:
-        return None
-    touched = " || ".join(f"coalesce(changes['{key}'], [])" for key in _ID_KEYS)
-    row = conn.execute(
-        f"SELECT max(snapshot_id) FROM {quote_ident(alias)}.snapshots() "
-        f"WHERE list_has_any({touched}, ?::VARCHAR[]) "
-        "OR list_contains(coalesce(changes['tables_created'], []), ?)",
-        [ids, f"{name.schema}.{name.table}"],
-    ).fetchone()
-    return None if row is None or row[0] is None else int(row[0])
+    """`TableVersions` for one table (see there)."""
+    return TableVersions(conn)(alias, name)
 
 
-def _count(conn, ref: str) -> int:
-    return int(conn.execute(f"SELECT count(*) FROM {ref}").fetchone()[0])
-
-
-def _require_unique(conn, ref: str, key: Sequence[str], side: str, name: TableName) -> None:
+def _count(conn, ref: str, key: Sequence[str] | None = None) -> tuple[int, int]:
+    """(rows, distinct key values) of `ref`; without a key both are the row count."""
+    if not key:
+        n = int(conn.execute(f"SELECT count(*) FROM {ref}").fetchone()[0])
+        return n, n
     cols = ", ".join(quote_ident(k) for k in key)
-    dupes = conn.execute(
-        f"SELECT count(*) FROM (SELECT {cols} FROM {ref} GROUP BY ALL HAVING count(*) > 1)"
-    ).fetchone()[0]
-    if dupes:
+    n, distinct = conn.execute(f"SELECT count(*), count(DISTINCT row({cols})) FROM {ref}").fetchone()
+    return int(n), int(distinct)
+
+
+def _require_unique(counts: tuple[int, int], key: Sequence[str], side: str, name: TableName) -> None:
+    rows, distinct = counts
+    if rows != distinct:
         raise DiffKeyNotUniqueError(
-            f"key ({', '.join(key)}) is not unique in the {side}'s {name} ({dupes} duplicated "
-            "value(s)); pass another --key"
+            f"key ({', '.join(key)}) is not unique in the {side}'s {name} ({rows - distinct} duplicate "
+            "row(s)); pass another --key"
         )
 
 
@@ -135,19 +155,19 @@ def compare_tables(
     added = tuple((c, t) for c, t in fork_cols if c not in parent_types)
     removed = tuple((c, t) for c, t in parent_cols if c not in fork_types)
     changed = tuple((c, parent_types[c], t) for c, t in fork_cols if c in parent_types and parent_types[c] != t)
-    fork_rows = _count(conn, fork_ref)
-    if parent_alias is None:
-        return Compared(None, fork_rows, added, removed, changed)
-    parent_ref = name.qualified(parent_alias)
-    parent_rows = _count(conn, parent_ref)
-    base = Compared(parent_rows, fork_rows, added, removed, changed)
-    if not key:
-        return base
-    missing = [k for k in key if k not in fork_types or k not in parent_types]
+    missing = [k for k in key or () if k not in fork_types or (parent_alias and k not in parent_types)]
     if missing:
         raise DiffKeyError(f"key column(s) {', '.join(missing)} not on both sides of {name}")
-    _require_unique(conn, fork_ref, key, "fork", name)
-    _require_unique(conn, parent_ref, key, "parent", name)
+    fork_counts = _count(conn, fork_ref, key)
+    if parent_alias is None:
+        return Compared(None, fork_counts[0], added, removed, changed)
+    parent_ref = name.qualified(parent_alias)
+    parent_counts = _count(conn, parent_ref, key)
+    base = Compared(parent_counts[0], fork_counts[0], added, removed, changed)
+    if not key:
+        return base
+    _require_unique(fork_counts, key, "fork", name)
+    _require_unique(parent_counts, key, "parent", name)
     compared = [c for c, _ in fork_cols if c in parent_types and c not in key]
     retyped = {c: t for c, _, t in changed}
     return _rows(conn, fork_ref, parent_ref, list(key), compared, retyped, cap, base)

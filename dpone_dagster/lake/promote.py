@@ -39,7 +39,7 @@ from dpone_dagster.control.store import open_store
 from dpone_dagster.errors import LakeError, WorkspaceError
 from dpone_dagster.lake.defer import TableName
 from dpone_dagster.lake.diff import ForkDiff, diff_document, nearest_owner, recorded_diff
-from dpone_dagster.lake.diff_sql import columns_of, table_version
+from dpone_dagster.lake.diff_sql import TableVersions, columns_of
 from dpone_dagster.lake.fork_plan import _ancestor_options, _secret_and_attach, ancestor_reads, physical_lake
 from dpone_dagster.lake.naming import ancestor_alias
 from dpone_dagster.lake.pins import built_from
@@ -118,14 +118,14 @@ def _reviewed(config: DponeConfig, diff_id: str, view: WorkspaceLakeView, lake: 
     return diff
 
 
-def _conflicts(conn, config, view, reviewed: ForkDiff, names, alias_of) -> list[str]:
+def _conflicts(table_version: TableVersions, config, view, reviewed: ForkDiff, names, alias_of) -> list[str]:
     """Every reason the parent side moved since the diff (empty: promote)."""
     fork, lake = view.chain_ids[0], reviewed.document["lake"]
     out = []
     for name in names:
         entry = reviewed.table(name)
         owner = nearest_owner(view, name)
-        now = table_version(conn, alias_of(owner), name) if owner is not None and alias_of(owner) else None
+        now = table_version(alias_of(owner), name) if owner is not None and alias_of(owner) else None
         if owner != entry["owner"] or now != entry["parent_snapshot"]:
             out.append(f"{name}: the parent side is {owner}@{now}, the diff compared {entry['owner']}@{entry['parent_snapshot']}")
     deferred = nearest_owners(view.chain_ids, view.tracking)
@@ -137,7 +137,7 @@ def _conflicts(conn, config, view, reviewed: ForkDiff, names, alias_of) -> list[
                 out.append(f"{name}: built from {owner}@{read}, which is not attached here")
                 continue
             for table in upstream:
-                version = table_version(conn, alias, table)
+                version = table_version(alias, table)
                 if version is not None and version > read:
                     out.append(f"{name}: built from {owner}@{read}; upstream {table} changed at snapshot {version}")
     return out
@@ -179,7 +179,8 @@ def promote(
     try:
         for statement in _secret_and_attach(fork_lake, fork_alias, _ancestor_options(fork_lake)):
             conn.execute(statement.render(redact=False))
-        conflicts = _conflicts(conn, config, view, reviewed, names, aliases.get)
+        versions = TableVersions(conn)  # one read of each lake's snapshot log, before anything is written
+        conflicts = _conflicts(versions, config, view, reviewed, names, aliases.get)
         if conflicts:
             raise PromotionConflictError(
                 f"the parent changed since diff {diff_id}: " + "; ".join(conflicts) + ". Rebuild or diff again."
@@ -189,7 +190,7 @@ def promote(
         fresh = ForkDiff(
             diff_document(
                 conn, view, list(keys), keys, fork_alias=fork_alias, owner_alias=aliases.get,
-                since_pin=doc["since_pin"], config=config, cap=doc["sample_cap"],
+                since_pin=doc["since_pin"], config=config, cap=doc["sample_cap"], versions=versions,
             )
         )
         if fresh.diff_id != diff_id:
@@ -212,20 +213,22 @@ def promote(
 def _copy(conn, parent_alias: str, fork_alias: str, names: Sequence[TableName], ports: PromotePorts) -> dict[TableName, int]:
     """Every table in one transaction; a failure rolls all of them back."""
     rows: dict[TableName, int] = {}
+    views = {
+        (schema, view)
+        for schema, view in conn.execute(
+            "SELECT schema_name, view_name FROM duckdb_views() WHERE database_name = ?", [parent_alias]
+        ).fetchall()
+    }
     conn.execute("BEGIN TRANSACTION")
     try:
         for name in names:
             conn.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(parent_alias)}.{quote_ident(name.schema)}")
-            is_view = conn.execute(
-                "SELECT count(*) FROM duckdb_views() WHERE database_name = ? AND schema_name = ? AND view_name = ?",
-                [parent_alias, name.schema, name.table],
-            ).fetchone()[0]
-            if is_view:  # the parent is itself a fork deferring this table: its view makes way
+            if (name.schema, name.table) in views:  # the parent is itself a fork deferring this table
                 conn.execute(f"DROP VIEW {name.qualified(parent_alias)}")
-            conn.execute(
+            (count,) = conn.execute(
                 f"CREATE OR REPLACE TABLE {name.qualified(parent_alias)} AS SELECT * FROM {name.qualified(fork_alias)}"
-            )
-            rows[name] = int(conn.execute(f"SELECT count(*) FROM {name.qualified(parent_alias)}").fetchone()[0])
+            ).fetchone()
+            rows[name] = int(count)
             ports.after_copy(name)
         conn.execute("COMMIT")
     except BaseException:
