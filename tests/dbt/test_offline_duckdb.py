@@ -56,7 +56,7 @@ def test_dbt_duckdb_connection_is_offline_and_lake_attached(setup):
             environment.close()
     assert {k: settings[k] for k in OFFLINE_SETTINGS} == OFFLINE_SETTINGS
     assert settings["extension_directory"] == str(setup.extension_directory)
-    assert set(extensions) == {"ducklake", "httpfs", "postgres_scanner"}
+    assert set(extensions) == {"ducklake"}  # embedded lake: postgres_scanner / httpfs are loaded only on demand
     assert all(not installed for installed, _ in extensions.values())
     assert "lake_main" in databases
 
