@@ -130,3 +130,20 @@ def test_the_factory_keys_the_tiny_project_by_lake_schema_table(tiny_project, tm
     assert {assets.group_names_by_key[k] for k in assets.keys} == {"tiny"}
     assert assets.op.name == "dbt_tiny_dbt_build" and assets.required_resource_keys >= {"dbt", "ducklake"}
     assert all("ducklake" in spec.kinds for spec in assets.specs)
+
+
+def test_the_tiny_project_merges_with_the_lake_domain_and_is_observed(tiny_project, tmp_path):
+    """A team's code location: its dbt project plus dpone's lake domain (jobs, sensors, `ducklake`)."""
+    from dagster import Definitions
+
+    from dpone_dagster.defs import lake
+    from dpone_dagster.defs.dbt.factory import fork_aware_dbt_definitions
+    from dpone_dagster.defs.lake.observations import ducklake_asset_keys
+
+    with LakeSetup(tmp_path / "state").applied():
+        tiny = fork_aware_dbt_definitions(project_dir=tiny_project, dbt_resource_key="tiny_dbt")
+        location = Definitions.merge(tiny, lake.defs)
+    repository = location.get_repository_def()
+    assert {NUMBERS, PARITY, SUMMARY} <= set(ducklake_asset_keys(repository))
+    assert repository.get_job("fork_state_observation_job") is not None
+    assert {"tiny_dbt", "ducklake"} <= set(repository.get_top_level_resources())

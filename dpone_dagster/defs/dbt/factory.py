@@ -41,7 +41,7 @@ from dagster_dbt import DbtCliInvocation, DbtCliResource, DbtProject, dbt_assets
 from dpone_dagster.config import DEFAULT_LAKE, load_config
 from dpone_dagster.defs.dbt.project import DbtProjectError, dbt_executable, prepare_manifest
 from dpone_dagster.defs.dbt.translator import ForkAwareDbtTranslator, table_of
-from dpone_dagster.defs.lake.resources import DuckLakeResource
+from dpone_dagster.defs.lake.resources import DuckLakeResource, ducklake_resource
 from dpone_dagster.lake.dbt_plugin import TARGETS_ENV, targets_to_env
 from dpone_dagster.lake.naming import lake_alias
 from dpone_dagster.lake.resolve import TableName
@@ -268,7 +268,7 @@ def fork_aware_dbt_definitions(
     project = kwargs.get("project") or dbt_project_at(kwargs["project_dir"], kwargs.get("profiles_dir"))
     return Definitions(
         assets=[assets],
-        resources={dbt_resource_key: fork_aware_dbt_resource(project), "ducklake": DuckLakeResource()},
+        resources={dbt_resource_key: fork_aware_dbt_resource(project), "ducklake": ducklake_resource()},
     )
 
 

@@ -17,7 +17,7 @@ def _defs() -> Any:
     from dagster import Definitions
 
     from dpone_dagster.defs.lake.jobs import build_drop_fork_job, build_fork_state_observation_job
-    from dpone_dagster.defs.lake.resources import DuckLakeResource
+    from dpone_dagster.defs.lake.resources import ducklake_resource
     from dpone_dagster.defs.lake.sensors import build_fork_state_sensor
 
     from dpone_dagster.defs.lake.maintenance import (
@@ -34,7 +34,7 @@ def _defs() -> Any:
         jobs=[build_drop_fork_job(), build_fork_state_observation_job(), maintenance_job, janitor_job, build_promote_fork_job()],
         sensors=[build_fork_state_sensor(), build_fork_janitor_sensor(janitor_job)],
         schedules=[build_lake_maintenance_schedule(maintenance_job)],
-        resources={"ducklake": DuckLakeResource()},
+        resources={"ducklake": ducklake_resource()},  # the one object: dbt components merge it too
     )
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from functools import cache
 
 from dagster import ConfigurableResource, InitResourceContext, get_dagster_logger
 from pydantic import PrivateAttr
@@ -149,3 +150,13 @@ class DuckLakeResource(ConfigurableResource):
             metadata["defer_mode"] = PINNED if pins(config, workspace, lake) else LIVE
             metadata["built_from"] = ", ".join(f"{o}@{s}" for o, s in sorted(read.items())) or "no ancestor"
         return metadata
+
+
+@cache
+def ducklake_resource() -> DuckLakeResource:
+    """The code location's one `ducklake` resource object.
+
+    `Definitions.merge` accepts a resource key in several Definitions only when it is the same
+    object, so the lake domain and every fork-aware dbt component hand over this one.
+    """
+    return DuckLakeResource()
