@@ -204,3 +204,23 @@ def test_the_parent_deployment_job_promotes_and_a_fork_deployment_job_is_refused
     assert materialization.asset_key == keys[0]
     assert materialization.metadata["diff_id"].value == diff_id
     assert run_sql(env, "prod", [], fetch=f"SELECT * FROM lake_main.{clv} ORDER BY 1") == [(i, i * 11) for i in range(6)]
+
+
+def test_promotion_into_a_parent_that_is_itself_a_fork(embedded_lake):
+    env = embedded_lake
+    materialize(env, "prod", "orders", "SELECT range AS id, range * 10 AS amount FROM range(5)")
+    service = Workspaces(env.config)
+    service.create_fork("dev/alice", "prod", owner="alice")  # a standing dev workspace: deferring to prod
+    service.create_fork(FORK, "dev/alice", owner="alice")
+    materialize(env, FORK, "orders", "SELECT range AS id, range * 11 AS amount FROM range(6)")
+    diff_id = fork_diff(FORK, ["orders"], key=["id"], config=as_ws(env, FORK)).diff_id
+    prod_before = fingerprint(env)
+    with pytest.raises(DponeError) as from_root:
+        promote(FORK, ["orders"], diff_id, config=env.config)  # prod is the grandparent
+    assert from_root.value.code == "fork.promotion_not_parent"
+
+    promote(FORK, ["orders"], diff_id, config=as_ws(env, "dev/alice"))
+    assert fork_state("dev/alice", "main", "main", "orders", env.config).state == "fork_materialized"
+    rows = run_sql(env, "dev/alice", [], fetch="SELECT * FROM lake_main.main.orders ORDER BY 1")
+    assert rows == [(i, i * 11) for i in range(6)]
+    assert fingerprint(env) == prod_before, "prod, the grandparent, is never written"
