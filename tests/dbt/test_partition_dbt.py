@@ -117,7 +117,7 @@ def _scenario(setup: LakeSetup, list_files) -> None:
 
     env = _env(setup, list_files)
     namespaces, files = fork_places(env, FORK)
-    assert namespaces and any("daily_order_totals" in f or f.endswith(".parquet") for f in files)
+    assert namespaces and any(f.endswith(".parquet") for f in files)
     with setup.applied():
         dropped = Workspaces(config).drop(FORK, actor="tester")
     assert dropped.cleanup.complete
@@ -146,6 +146,7 @@ def test_per_partition_defer_on_postgres_and_s3(tmp_path, prepared_manifest, pos
             "name": "main",
             "catalog": "postgres:" + postgres_server.dsn(database),
             "data_path": f"s3://{bucket}/lakes/main/",
+            "attach_args": {"DATA_INLINING_ROW_LIMIT": 0},  # the fork's one-row day is a file in S3, not catalog rows
             "storage": {
                 "endpoint": s3_server.endpoint, "url_style": "path", "use_ssl": False, "region": s3_server.region,
                 "key_id_env": "DPONE_TEST_S3_KEY_ID", "secret_env": "DPONE_TEST_S3_SECRET",

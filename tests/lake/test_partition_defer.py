@@ -58,6 +58,7 @@ def test_the_fork_reads_its_partition_and_the_parents_others_exactly(lake_env):
     env = lake_env
     for day in DAYS:
         build_partition(env, "prod", day, base=0, fork=False)
+    run_sql(env, "prod", "INSERT INTO lake_main.marts.daily VALUES (NULL, 7)", targets=["marts.daily"])  # no day
     Workspaces(env.config).create_fork(FORK, "prod", owner="alice")
     prod_before = fingerprint(env, "prod")
 
@@ -71,14 +72,14 @@ def test_the_fork_reads_its_partition_and_the_parents_others_exactly(lake_env):
     )
     parent_rows = run_sql(
         env, "prod", [],
-        fetch=f"SELECT {COLUMN}::VARCHAR, amount FROM lake_main.marts.daily WHERE {COLUMN} <> DATE '{DAYS[1]}' {order}",
+        fetch=f"SELECT {COLUMN}::VARCHAR, amount FROM lake_main.marts.daily WHERE {COLUMN} IS DISTINCT FROM DATE '{DAYS[1]}' {order}",
     )
     fork_rows = run_sql(env, FORK, [], fetch=f"SELECT {COLUMN}::VARCHAR, amount FROM lake_main.marts.daily__fork {order}")
 
     assert kind == [("VIEW",)]
-    assert sorted(seen) == sorted(parent_rows + fork_rows)
-    assert len(seen) == 9 and {d for d, _ in fork_rows} == {DAYS[1]} and all(a >= 1000 for _, a in fork_rows)
-    assert {d for d, _ in parent_rows} == {DAYS[0], DAYS[2]} and all(a < 1000 for _, a in parent_rows)
+    assert sorted(seen, key=str) == sorted(parent_rows + fork_rows, key=str)
+    assert len(seen) == 10 and (None, 7) in seen and {d for d, _ in fork_rows} == {DAYS[1]} and all(a >= 1000 for _, a in fork_rows)
+    assert {d for d, _ in parent_rows} == {DAYS[0], DAYS[2], None} and all(a < 1000 for _, a in parent_rows)
     assert fingerprint(env, "prod") == prod_before
 
     # steady state: resolving again lays no view, so the fork gets no new snapshot
@@ -112,8 +113,10 @@ def test_a_failed_partition_reads_the_parent_and_an_empty_one_hides_it(embedded_
         FORK, "main", "marts", "daily", status="materialized", snapshot_id=None, columns=[],
         partition=DAYS[1], partition_by=COLUMN, config=env.config,
     )
-    seen = run_sql(env, FORK, [], fetch=f"SELECT {COLUMN}::VARCHAR, min(amount) FROM lake_main.marts.daily GROUP BY 1 ORDER BY 1")
-    assert seen == [(DAYS[0], 1000), (DAYS[2], 0)]
+    seen = run_sql(
+        env, FORK, [], fetch=f"SELECT {COLUMN}::VARCHAR, count(*), min(amount), max(amount) FROM lake_main.marts.daily GROUP BY 1 ORDER BY 1"
+    )
+    assert seen == [(DAYS[0], 3, 1000, 1002), (DAYS[2], 3, 0, 2)]  # day 3's failed fork rows stay hidden
     assert workspace_status(FORK, env.config).lakes[0].tables[0].partitions == [DAYS[0], DAYS[1]]
 
 
