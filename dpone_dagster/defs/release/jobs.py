@@ -3,7 +3,9 @@
 What a reader could get wrong: the job selects the whole group, so one launch verifies, composes,
 publishes and installs; a blocking check that fails stops everything downstream of it. It runs in
 one process on purpose: the stages are strictly sequential, and a process per step would load the
-whole code location (dbt manifest included) ten times for no parallelism.
+whole code location (dbt manifest included) ten times for no parallelism. "Materialize all" on the
+group (the implicit asset job) runs the same way: the stages' `dpone/in_process` op tag makes the code
+location's default executor run it in process and tag it `dpone/release` (`defs/workspace_binding.py`).
 """
 
 from __future__ import annotations
