@@ -105,7 +105,7 @@ def local(tmp_path, source):
 
 def test_the_synthetic_parent_publishes_installs_and_every_task_is_denied(delivery):
     bundle = delivery.compose()
-    assert len(bundle.native_membership) == 10 and len(bundle.ordinary_membership) >= 3
+    assert len(bundle.native_membership) == 11 and len(bundle.ordinary_membership) >= 3
     assert any(len(w.hook_order) >= 2 for w in bundle.ordinary)
     published = delivery.publish()
     assert published.release_id == bundle.release_id and not published.already_published

@@ -52,7 +52,7 @@ def test_the_real_release_tree_equals_the_golden_file(real_compile, real_release
     )
     assert changed == [], f"members differ from {GOLDEN.name} (regenerate deliberately: DPONE_REGENERATE_GOLDEN=1)"
     assert produced == golden
-    assert len(produced["native_membership"]) == 10 and len(produced["ordinary_membership"]) == 3
+    assert len(produced["native_membership"]) == 11 and len(produced["ordinary_membership"]) == 3
 
 
 def test_the_golden_tree_is_the_whole_release(real_release):
