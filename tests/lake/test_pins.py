@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import json
 
+import duckdb
 import pytest
 from typer.testing import CliRunner
 
 from dpone_dagster.errors import LakeError
+from dpone_dagster.lake.duck import connect
 from dpone_dagster.lake.pins import built_from, oldest_pinned_snapshot, pins
 from dpone_dagster.lake.resolve import resolve
 from dpone_dagster.workspaces.service import Workspaces
 
-from .lakes import attached, materialize, run_sql
+from .lakes import materialize, run_sql
 
 
 @pytest.fixture
@@ -107,12 +109,15 @@ def test_pin_survives_parent_expiring_older_snapshots_but_not_its_own(lake_env, 
     # the pinned fork nothing to read; its ancestor attach fails and the table reads as absent
     _expire_older_than(lake_env, pin + 1)
     resolved = resolve("wm-fork-pin", config=lake_env.config)
-    with attached(lake_env, "wm-fork-pin") as conn:
-        tables = conn.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = 'lake_main'").fetchall()
-        views = [v for v in resolved.defer.wanted]
-        with pytest.raises(Exception):
+    conn = connect(extensions=resolved.extensions)
+    try:
+        warnings = resolved.apply(conn)
+        with pytest.raises(duckdb.BinderException) as gone:
             conn.execute("SELECT count(*) FROM lake_main.orders").fetchall()
-    assert views and ("orders",) not in tables
+    finally:
+        conn.close()
+    assert any("ancestor 'prod'" in w and "could not be attached" in w for w in warnings), warnings
+    assert "__wm_dl_main_prod" in str(gone.value) and "does not exist" in str(gone.value)  # the view outlives its ancestor
 
 
 def _mark_dropping(env, workspace_id: str) -> None:
