@@ -104,3 +104,25 @@ def test_an_altered_installed_release_is_not_loaded_and_says_why(webserver, rele
         victim.write_bytes(original)
         restored = webserver.reload_location(DEPLOYMENT_LOCATION)
     assert restored["locationOrLoadError"]["__typename"] == "RepositoryLocation"
+
+
+def test_materialize_all_on_the_release_group_is_the_release_job_run(webserver, released_through_ui):
+    """The UI's "Materialize all" on group `release` (the implicit asset job, launched through GraphQL):
+    one process, tagged `dpone/release`, nothing pickled into DAGSTER_HOME, no `path` metadata."""
+    run_id = webserver.launch_assets(RELEASE_LOCATION, [[stage] for stage in sorted(STAGE_EDGES)])
+    status = webserver.wait_for_run(run_id, timeout=600)
+    details = webserver.run_details(run_id)
+    assert status == "SUCCESS", details["events"][-5:]
+    assert details["tags"]["dpone/release"] == "true"
+    assert "dpone/workspace" in details["tags"]
+    messages = [event.get("message") or "" for event in details["events"]]
+    assert any(m.startswith("Executing steps in process") for m in messages)
+    assert not any("multiprocess executor" in m for m in messages)
+    found = _materialized(details)
+    assert set(found) == set(STAGE_EDGES)
+    assert all("path" not in metadata for metadata in found.values())
+    assert (found["published_release"]["action"], found["installed_release"]["action"]) == ("already_published", "already_active")
+    home = webserver.log_path.parent  # the session's DAGSTER_HOME
+    assert (home / "storage").is_dir()
+    stored = [p for p in (home / "storage").rglob("*") if p.is_file() and set(p.relative_to(home).parts) & set(STAGE_EDGES)]
+    assert stored == []
