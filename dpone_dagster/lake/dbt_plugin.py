@@ -18,7 +18,9 @@ model SQL; the plugin then
 The workspace is the configured one (`DPONE_WORKSPACE`, through `dpone_dagster.config`). The
 targets are the tables this dbt invocation will write; the Dagster dbt asset hands them over in
 `DPONE_DBT_TARGETS` (comma-separated `schema.table`), because dbt offers no other channel from the
-caller into a plugin that does not also invalidate dbt's partial parsing.
+caller into a plugin that does not also invalidate dbt's partial parsing. The tables the selection
+reads come the same way in `DPONE_DBT_READS` (a fork then creates only those defer views; unset, as
+for a plain `dbt build` by hand, every table is deferred: `lake/reads.py`).
 
 What a reader could get wrong: the profile's `database` must be the alias `resolve()` attaches
 (`lake_<lake>`), and the profile's `attach:` entry with that alias is only a declaration for
@@ -39,6 +41,7 @@ from dpone_dagster.config import DEFAULT_LAKE, load_config
 from dpone_dagster.errors import LakeError
 from dpone_dagster.lake import duck
 from dpone_dagster.lake.guarded import GuardedConnection
+from dpone_dagster.lake.reads import reads_from_env
 from dpone_dagster.lake.resolve import ResolvedLake, resolve
 from dpone_dagster.lake.sql_guard import SqlGuard
 
@@ -73,7 +76,9 @@ def targets_from_env(environ: Mapping[str, str] | None = None) -> tuple[str, ...
 def resolve_for_dbt(lake: str, environ: Mapping[str, str] | None = None) -> ResolvedLake:
     """What the plugin attaches: the configured workspace's `lake`, with this run's targets."""
     config = load_config(environ)
-    return resolve(config.workspace, lake, config=config, targets=targets_from_env(environ))
+    return resolve(
+        config.workspace, lake, config=config, targets=targets_from_env(environ), reads=reads_from_env(environ)
+    )
 
 
 def install_cursor_guard() -> None:

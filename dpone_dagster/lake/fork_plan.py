@@ -54,6 +54,7 @@ from dpone_dagster.lake.naming import (
     lake_alias,
 )
 from dpone_dagster.lake.partitions import PartitionView, partition_views
+from dpone_dagster.lake.reads import ReadSet, keep_read
 from dpone_dagster.lake.ports import CatalogFacts, Clock, LiveViewTriples, Namespace, utc_now
 from dpone_dagster.lake.registry import CACHE, ForkDroppingError, NamespaceRecord, RegistrationCache, register
 from dpone_dagster.lake.defer import DeferPlan, DeferView, LiveViews, TableName
@@ -291,7 +292,9 @@ def resolve_workspace_lake(
     config: DponeConfig,
     targets: tuple[TableName, ...],
     ports: LakePorts | None = None,
+    reads: ReadSet = None,
 ) -> ResolvedLake:
+    """`reads` (see `lake/reads.py`): only those defer views are created; None = every table."""
     ports = ports or LakePorts()
     view = workspace_lake_view(workspace_id, lake, config)
     own = view.settings[workspace_id].settings
@@ -307,6 +310,7 @@ def resolve_workspace_lake(
 
     target_names = set(targets) | {TableName(t.schema, t.table + CURRENT_SUFFIX) for t in targets}
     views, skipped, missing = _defer_views(view, serving, attachable, aliases)
+    views = keep_read(views, reads)  # defer only what the job reads (lake/reads.py)
     views += _partition_views(view, serving, attachable, aliases, lake_alias(lake))
     defer = DeferPlan(tuple(v for v in views if v.name not in target_names), tuple(sorted(target_names)))
     warnings += [

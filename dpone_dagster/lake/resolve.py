@@ -41,6 +41,7 @@ from dpone_dagster.lake.resolved import (
     metadata_catalog,
     root_resolution,
 )
+from dpone_dagster.lake.reads import parse_reads
 from dpone_dagster.lake.usage import touch_last_used
 
 __all__ = [
@@ -70,13 +71,16 @@ def resolve(
     *,
     config: DponeConfig | None = None,
     targets: Sequence[str] = (),
+    reads: Sequence[str] | None = None,
 ) -> ResolvedLake:
-    """Resolve how `workspace_id` attaches `lake`; `targets` are the tables the job will write."""
+    """Resolve how `workspace_id` attaches `lake`; `targets` are the tables the job will write,
+    `reads` the tables it reads (a fork then defers only those; None = every table, see `reads.py`)."""
     config = config or load_config()
     check_workspace_id(workspace_id)
     wanted = parse_targets(targets)
+    read_set = parse_reads(reads)
     if workspace_id == ROOT_WORKSPACE:
         return root_resolution(workspace_id, config.lake(lake), config, wanted)
-    resolved = resolve_workspace_lake(workspace_id, lake, config, wanted)
+    resolved = resolve_workspace_lake(workspace_id, lake, config, wanted, reads=read_set)
     touch_last_used(workspace_id, config)  # the TTL janitor's idle clock (at most one write a minute)
     return resolved

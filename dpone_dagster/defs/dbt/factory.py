@@ -37,13 +37,16 @@ from typing import Any
 import yaml
 from dagster import AssetExecutionContext, AssetsDefinition, Definitions, Output, ResourceDefinition
 from dagster_dbt import DbtCliInvocation, DbtCliResource, DbtProject, dbt_assets
+from dagster_dbt.asset_utils import get_manifest_and_translator_from_dbt_assets
 
 from dpone_dagster.config import DEFAULT_LAKE, load_config
 from dpone_dagster.defs.dbt.project import DbtProjectError, dbt_executable, prepare_manifest
+from dpone_dagster.defs.dbt.reads import dbt_reads
 from dpone_dagster.defs.dbt.translator import ForkAwareDbtTranslator, table_of
 from dpone_dagster.defs.lake.resources import DuckLakeResource, ducklake_resource
 from dpone_dagster.lake.dbt_plugin import TARGETS_ENV, targets_to_env
 from dpone_dagster.lake.naming import lake_alias
+from dpone_dagster.lake.reads import READS_ENV, reads_to_env
 from dpone_dagster.lake.resolve import TableName
 
 WORKSPACE_ENV = "DPONE_WORKSPACE"
@@ -71,9 +74,13 @@ def selected_tables(context: AssetExecutionContext, lake: str) -> list[str]:
 
 
 @contextmanager
-def dbt_subprocess_env(ducklake: DuckLakeResource, targets: Sequence[str]) -> Iterator[None]:
-    """Expose the deployment's workspace and `targets` to a dbt subprocess started inside the block only."""
-    wanted = {
+def dbt_subprocess_env(
+    ducklake: DuckLakeResource, targets: Sequence[str], reads: Sequence[str] | None = None
+) -> Iterator[None]:
+    """Expose the deployment's workspace, `targets` and `reads` (None: every table, `lake/reads.py`)
+    to a dbt subprocess started inside the block only."""
+    wanted: dict[str, str | None] = {
+        READS_ENV: None if reads is None else reads_to_env(reads),
         WORKSPACE_ENV: ducklake.workspace_id,
         PROJECT_ROOT_ENV: str(load_config().project_root),
         TARGETS_ENV: targets_to_env(targets),
@@ -81,7 +88,11 @@ def dbt_subprocess_env(ducklake: DuckLakeResource, targets: Sequence[str]) -> It
     }
     with _ENV_LOCK:
         previous = {name: os.environ.get(name) for name in wanted}
-        os.environ.update(wanted)
+        for name, value in wanted.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
         try:
             yield
         finally:
@@ -122,7 +133,7 @@ def with_lake_metadata(
 ) -> list[Any]:
     """Record every built table (and every errored one) and add the lake metadata to its Output."""
     out: list[Any] = []
-    with ducklake.connect(lake, targets) as conn:
+    with ducklake.connect(lake, targets, reads=()) as conn:  # reads only what dbt just wrote: no defer view
         for event in events:
             if isinstance(event, Output):
                 key = context.asset_key_for_output(event.output_name)
@@ -142,10 +153,15 @@ def build_in_lake(
     ducklake: DuckLakeResource,
     lake: str,
     args: Sequence[str] = DEFAULT_BUILD_ARGS,
+    reads_everything: bool = False,
 ) -> Iterator[Any]:
-    """Run dbt for the selected tables of `lake`, record them, and yield dbt's events with the lake metadata."""
+    """Run dbt for the selected tables of `lake`, record them, and yield dbt's events with the lake metadata.
+
+    In a fork the dbt plugin defers only what the selection reads (`defs/dbt/reads.py`), unless
+    `reads_everything` (a project whose SQL reads relations dbt's graph does not declare)."""
     targets = selected_tables(context, lake)
-    with dbt_subprocess_env(ducklake, targets):
+    reads = None if reads_everything else dbt_reads(get_manifest_and_translator_from_dbt_assets([context.assets_def])[0], targets)
+    with dbt_subprocess_env(ducklake, targets, reads):
         invocation = dbt.cli(list(args), context=context, raise_on_error=False)
     events = list(invocation.stream())
     dbt_error = None if invocation.is_successful() else (invocation.get_error() or RuntimeError("dbt build failed"))
@@ -223,6 +239,7 @@ def fork_aware_dbt_assets(
     dbt_resource_key: str = DEFAULT_DBT_RESOURCE_KEY,
     build_args: Sequence[str] = DEFAULT_BUILD_ARGS,
     prepare: bool = True,
+    reads_everything: bool = False,
 ) -> AssetsDefinition:
     """The dbt project (`project_dir` or a ready `project`) as fork-aware `@dbt_assets`.
 
@@ -255,7 +272,7 @@ def fork_aware_dbt_assets(
     )
     def _fork_aware_dbt_assets(context):  # no annotation: a string one (future import) is refused
         dbt = getattr(context.resources, dbt_resource_key)
-        yield from build_in_lake(context, dbt, context.resources.ducklake, lake, args)
+        yield from build_in_lake(context, dbt, context.resources.ducklake, lake, args, reads_everything)
 
     return _fork_aware_dbt_assets
 

@@ -64,16 +64,19 @@ class DuckLakeResource(ConfigurableResource):
     def alias(self, lake: str = "main") -> str:
         return lake_alias(lake)
 
-    def resolve(self, lake: str = "main", targets: Sequence[str] = ()) -> ResolvedLake:
-        return resolve(self.workspace_id, lake, config=self._config(), targets=targets)
+    def resolve(
+        self, lake: str = "main", targets: Sequence[str] = (), reads: Sequence[str] | None = None
+    ) -> ResolvedLake:
+        """`reads`: the tables the asset reads (a fork then defers only those; None = every table)."""
+        return resolve(self.workspace_id, lake, config=self._config(), targets=targets, reads=reads)
 
     def table_states(self, lake: str = "main") -> LakeTableStates:
         """Every table's `fork_state` and snapshot id in this workspace's lake (control store only)."""
         return lake_table_states(self.workspace_id, lake, self._config())
 
     @contextmanager
-    def connect(self, lake: str = "main", targets: Sequence[str] = ()) -> Iterator:
-        resolved = self.resolve(lake, targets)
+    def connect(self, lake: str = "main", targets: Sequence[str] = (), reads: Sequence[str] | None = None) -> Iterator:
+        resolved = self.resolve(lake, targets, reads)
         conn = duck.connect()
         try:
             for warning in resolved.apply(conn):
