@@ -32,16 +32,27 @@ def as_fork(env, workspace=FORK):
     return env.config.model_copy(update={"workspace": workspace})
 
 
+def _fork_with_known_change(env):
+    materialize(env, "prod", "orders", PARENT_ORDERS)
+    materialize(env, "prod", "customers", "SELECT range AS id FROM range(3)")
+    Workspaces(env.config).create_fork(FORK, "prod", owner="alice")
+    materialize(env, FORK, "orders", FORK_ORDERS)
+    return env
+
+
 @pytest.fixture
 def forked(lake_env):
-    materialize(lake_env, "prod", "orders", PARENT_ORDERS)
-    materialize(lake_env, "prod", "customers", "SELECT range AS id FROM range(3)")
-    Workspaces(lake_env.config).create_fork(FORK, "prod", owner="alice")
-    materialize(lake_env, FORK, "orders", FORK_ORDERS)
-    return lake_env
+    """Both backends (PostgreSQL + S3 costs about 20 s of setup per test: used where the backend matters)."""
+    return _fork_with_known_change(lake_env)
 
 
-def test_a_known_change_is_reported_exactly(forked):
+@pytest.fixture
+def forked_embedded(embedded_lake):
+    return _fork_with_known_change(embedded_lake)
+
+
+@pytest.mark.slow  # about 20 s on PostgreSQL + S3
+def test_a_known_change_is_reported_exactly_and_its_identity_names_the_parent_snapshot(forked):
     diff = fork_diff(FORK, key=["id"], config=as_fork(forked))
     assert [t["table"] for t in diff.tables] == ["main.orders"], "only fork-materialized tables"
     entry = diff.table("orders")
@@ -60,23 +71,21 @@ def test_a_known_change_is_reported_exactly(forked):
     assert isinstance(entry["parent_snapshot"], int) and isinstance(entry["fork_snapshot"], int)
     assert "+1 / -1 / ~1" in diff.markdown("orders")
 
-
-def test_the_diff_identity_is_stable_and_names_the_parent_snapshot(forked):
     config = as_fork(forked)
-    first = fork_diff(FORK, ["orders"], key=["id"], config=config)
-    again = fork_diff(FORK, ["orders"], key=["id"], config=config)
+    first = diff
+    again = fork_diff(FORK, key=["id"], config=config)
     assert first.diff_id == again.diff_id == diff_id_of(canonical.loads_canonical(canonical.dumps(first.document)))
     assert recorded_diff(forked.config, first.diff_id).document == first.document
 
     materialize(forked, "prod", "orders", PARENT_ORDERS + " UNION ALL SELECT 6, 60, 'paid'")
-    moved = fork_diff(FORK, ["orders"], key=["id"], config=config)
+    moved = fork_diff(FORK, key=["id"], config=config)
     assert moved.diff_id != first.diff_id
     assert moved.table("orders")["parent_snapshot"] > first.table("orders")["parent_snapshot"]
     assert moved.table("orders")["rows"]["removed"] == 2
 
 
-def test_without_a_key_only_schema_and_counts(forked):
-    entry = fork_diff(FORK, config=as_fork(forked)).table("orders")
+def test_without_a_key_only_schema_and_counts(forked_embedded):
+    entry = fork_diff(FORK, config=as_fork(forked_embedded)).table("orders")
     assert entry["key"] is None and entry["rows"] is None
     assert (entry["parent_rows"], entry["fork_rows"]) == (5, 5)
 
@@ -91,7 +100,8 @@ def test_the_sample_is_capped_and_ordered_by_key(embedded_lake):
     assert [row["key"]["id"] for row in entry["sample"]["changed"]] == [0, 1, 2, 3, 4]
 
 
-def test_refusals(forked):
+def test_refusals(forked_embedded):
+    forked = forked_embedded
     with pytest.raises(DponeError) as not_fork:
         fork_diff(FORK, key=["id"], config=forked.config)  # prod's process
     assert not_fork.value.code == "fork.diff_not_in_fork"
@@ -129,7 +139,8 @@ def test_keys_come_from_dbt_unique_tests():
     assert unique_keys(manifest) == {TableName("marts", "orders"): ("order_id",)}
 
 
-def test_the_parents_changes_since_the_build_come_from_the_change_feed(forked):
+def test_the_parents_changes_since_the_build_come_from_the_change_feed(forked_embedded):
+    forked = forked_embedded
     run_sql(forked, "prod", "INSERT INTO lake_main.main.orders VALUES (6, 60, 'paid'), (7, 70, 'paid')")
     entry = fork_diff(FORK, key=["id"], since_pin=True, config=as_fork(forked)).table("orders")
     changes = entry["parent_changes"]

@@ -39,34 +39,56 @@ def parent_rows(env, table):
     return run_sql(env, "prod", [], fetch=f"SELECT * FROM lake_main.main.{table} ORDER BY ALL")
 
 
-def test_promotion_publishes_both_tables_as_the_parent_with_provenance(forked):
+@pytest.mark.slow  # about 20 s on PostgreSQL + S3 (one setup for every step, instead of one per step)
+def test_promotion_refusals_atomicity_publication_and_a_later_fork_drop(forked):
+    """On both backends, in order: every refusal leaves the parent byte-identical; an injected
+    failure on the second table leaves neither visible; then both publish in one snapshot, with
+    provenance, into files of the parent's own, and survive dropping the fork."""
     env = forked
     diff_id = reviewed(env, "orders", "summary")
+    before = fingerprint(env)
+
+    with pytest.raises(DponeError) as from_fork:
+        promote(FORK, ["orders"], diff_id, config=as_ws(env, FORK))
+    assert from_fork.value.code == "fork.promotion_not_parent"
+    with pytest.raises(DponeError) as unknown:
+        promote(FORK, ["orders"], "sha256:" + "0" * 64, config=env.config)
+    assert unknown.value.code == "fork.diff_unknown"
+
+    def fail_on_second(name):
+        if name.table == "summary":
+            raise RuntimeError("injected failure after copying the second table")
+
+    with pytest.raises(RuntimeError):
+        promote(FORK, ["orders", "summary"], diff_id, config=env.config, ports=PromotePorts(after_copy=fail_on_second))
+    after = fingerprint(env)
+    assert (after.snapshots, after.catalog_files) == (before.snapshots, before.catalog_files), "neither table visible"
+    assert parent_rows(env, "orders") == [(i, i * 10) for i in range(5)]
+    assert promotions(env.config, "prod") == []
+    assert fingerprint(env) == before, "every refusal left the parent unchanged"
+
     result = promote(FORK, ["orders", "summary"], diff_id, config=env.config)
     assert {t.table for t in result.tables} == {"main.orders", "main.summary"}
-    assert parent_rows(env, "orders") == [(i, i * 11) for i in range(6)]
-    assert parent_rows(env, "summary") == [(3,)]
+    assert len(fingerprint(env).snapshots) == len(before.snapshots) + 1, "both tables in one DuckLake snapshot"
     assert fork_state("prod", "main", "main", "summary", env.config).state == "own"
     rows = promotions(env.config, "prod")
     assert {(r["table_name"], r["fork_id"], r["diff_id"]) for r in rows} == {
         ("orders", FORK, diff_id), ("summary", FORK, diff_id)
     }
     assert all(r["snapshot_id"] == result.snapshot_id and r["fork_snapshot_id"] for r in rows)
-
-
-def test_dropping_the_fork_leaves_promoted_data_intact(forked):
-    env = forked
-    promote(FORK, ["orders"], reviewed(env, "orders"), config=env.config)
     files = run_sql(
         env, "prod", [],
         fetch="SELECT data_file FROM ducklake_list_files('lake_main', 'orders', schema => 'main')",
     )
     prefix = fork_prefix(env, FORK)
     assert files and not any("__wm_forks" in f or f.startswith(prefix) for (f,) in files)
+
     assert Workspaces(env.config).drop(FORK, actor="alice").cleanup.complete
     assert parent_rows(env, "orders") == [(i, i * 11) for i in range(6)]
+    assert parent_rows(env, "summary") == [(3,)]
 
 
+@pytest.mark.slow  # about 20 s on PostgreSQL + S3
 def test_a_changed_parent_target_is_a_conflict_and_the_parent_stays_unchanged(forked):
     env = forked
     diff_id = reviewed(env, "orders")
@@ -78,8 +100,11 @@ def test_a_changed_parent_target_is_a_conflict_and_the_parent_stays_unchanged(fo
     assert fingerprint(env) == before
 
 
-def test_a_changed_upstream_the_fork_built_from_is_a_conflict(forked):
-    env = forked
+def test_a_changed_upstream_the_fork_built_from_is_a_conflict(embedded_lake):
+    env = embedded_lake
+    materialize(env, "prod", "customers", "SELECT range AS id FROM range(3)")
+    Workspaces(env.config).create_fork(FORK, "prod", owner="alice")
+    materialize(env, FORK, "summary", "SELECT count(*) AS n FROM lake_main.main.customers")
     diff_id = reviewed(env, "summary")
     materialize(env, "prod", "customers", "SELECT range AS id FROM range(4)")  # summary read it
     before = fingerprint(env)
@@ -87,33 +112,6 @@ def test_a_changed_upstream_the_fork_built_from_is_a_conflict(forked):
         promote(FORK, ["summary"], diff_id, config=env.config)
     assert refused.value.code == "fork.promotion_conflict"
     assert "customers" in refused.value.message
-    assert fingerprint(env) == before
-
-
-def test_two_tables_are_atomic(forked):
-    env = forked
-    diff_id = reviewed(env, "orders", "summary")
-    before = fingerprint(env)
-
-    def fail_on_second(name):
-        if name.table == "summary":
-            raise RuntimeError("injected failure after copying the second table")
-
-    with pytest.raises(RuntimeError):
-        promote(FORK, ["orders", "summary"], diff_id, config=env.config, ports=PromotePorts(after_copy=fail_on_second))
-    after = fingerprint(env)
-    assert (after.snapshots, after.catalog_files) == (before.snapshots, before.catalog_files)
-    assert parent_rows(env, "orders") == [(i, i * 10) for i in range(5)], "the first table is not visible either"
-    assert promotions(env.config, "prod") == []
-
-
-def test_a_fork_process_cannot_promote(forked):
-    env = forked
-    diff_id = reviewed(env, "orders")
-    before = fingerprint(env)
-    with pytest.raises(DponeError) as refused:
-        promote(FORK, ["orders"], diff_id, config=as_ws(env, FORK))
-    assert refused.value.code == "fork.promotion_not_parent"
     assert fingerprint(env) == before
 
 
@@ -166,6 +164,7 @@ def test_the_cli_diffs_in_the_fork_and_promotes_in_the_parent(embedded_lake, mon
     assert parent_rows(env, "orders") == [(i, i * 11) for i in range(6)]
 
 
+@pytest.mark.slow  # two in-process Dagster runs, about 30 s on a loaded machine
 def test_the_parent_deployment_job_promotes_and_a_fork_deployment_job_is_refused(embedded_lake, monkeypatch):
     from dagster import AssetKey, DagsterInstance
 
@@ -174,9 +173,13 @@ def test_the_parent_deployment_job_promotes_and_a_fork_deployment_job_is_refused
     from dpone_dagster.defs.lake.promote import build_promote_fork_job
     from dpone_dagster.defs.lake.resources import DuckLakeResource
 
-    from dpone_dagster.defs.dbt.project import prepare_manifest
+    from dpone_dagster.lake import diff as diff_module
+    from dpone_dagster.lake.resolve import TableName
 
-    prepare_manifest()  # the check keys each table by its model's dbt `unique` test
+    # the check keys each table by its model's dbt `unique` test (`unique_keys`, tested in test_diff);
+    # the manifest itself is not parsed here (a stale one would cost a `dbt parse`)
+    keys_of = {TableName("marts", "customer_lifetime_value"): ("customer_id",)}
+    monkeypatch.setattr(diff_module, "manifest_keys", lambda config: keys_of)
     env = embedded_lake.__class__(embedded_lake.kind, load_config(), embedded_lake.list_files)
     clv = "marts.customer_lifetime_value"  # unique test on customer_id
     materialize(env, "prod", clv, "SELECT range AS customer_id, range * 10 AS amount FROM range(5)")
