@@ -86,11 +86,10 @@ query AssetGraphQuery {
 
 _GRAPHQL_TIMER = """
 import json, sys, time
-from dagster import DagsterInstance
+from dagster import instance_for_test
 from dagster_graphql.test.utils import define_out_of_process_context, execute_dagster_graphql
 query, rounds = sys.argv[2], int(sys.argv[3])
-instance = DagsterInstance.ephemeral()
-with define_out_of_process_context(sys.argv[1], None, instance) as context:
+with instance_for_test() as instance, define_out_of_process_context(sys.argv[1], None, instance) as context:
     nodes = len(execute_dagster_graphql(context, query).data["assetNodes"])
     best = float("inf")
     for _ in range(rounds):
@@ -254,10 +253,13 @@ def _release_rows(work: Path) -> list[dict[str, object]]:
 def run() -> list[dict[str, object]]:
     work = Path(tempfile.mkdtemp(prefix="dpone-bench-scale-"))
     try:
-        root = generate(MODELS, 0, SEED)
-        rows = _location_rows(root, work / "location")
-        rows += _fork_rows(root, work / "forks")
-        rows += _release_rows(work / "release")
+        root = generate(MODELS, MODELS // 10, SEED)  # the same project as the release row's large side
+        rows: list[dict[str, object]] = []
+        for part in (lambda: _location_rows(root, work / "location"), lambda: _fork_rows(root, work / "forks"),
+                     lambda: _release_rows(work / "release")):
+            rows += part()
+            for row in rows[-2:]:  # a long run shows its figures as they come
+                print(f"[bench_scale] {row['name']}: {row.get('ratio', '')} {row['goal']} | {row['note']}", file=sys.stderr, flush=True)
         return rows
     finally:
         shutil.rmtree(work, ignore_errors=True)
