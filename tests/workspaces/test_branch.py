@@ -23,6 +23,7 @@ from dpone_dagster.defs.lake.resources import DuckLakeResource
 from dpone_dagster.errors import ConfigError, DponeError
 from dpone_dagster.workspaces.branch import BranchParentMismatchError, ensure_for_deployment
 from dpone_dagster.workspaces.service import Workspaces
+from tests.lake.conftest import lake_env  # noqa: F401 (embedded and PostgreSQL + S3)
 
 PR_FORK = "wm-fork-pr-42"
 
@@ -196,3 +197,22 @@ def test_loading_the_code_location_in_a_branch_deployment_creates_its_fork(branc
         branch_deployment.delenv("DAGSTER_CLOUD_IS_BRANCH_DEPLOYMENT")
         importlib.reload(location)  # later tests get the location as it loads outside a branch deployment
     assert location.BRANCH_FORK is None
+
+
+def test_a_closed_pull_requests_fork_is_dropped_with_its_namespaces_on_both_backends(lake_env):
+    """Embedded and PostgreSQL + S3: the branch fork writes a table, then MERGED drops it and its data."""
+    from dpone_dagster.config import BranchDeployment
+    from tests.lake.lakes import fork_places, materialize, run_sql
+
+    materialize(lake_env, "prod", "orders", "SELECT range AS id FROM range(5)")
+    deployment = BranchDeployment(branch="feature/orders", pull_request_id="42", pull_request_status="OPEN")
+    config = lake_env.config.model_copy(update={"workspace": PR_FORK, "branch_deployment": deployment})
+    assert ensure_for_deployment(config).action == "created"
+    materialize(lake_env, PR_FORK, "orders", "SELECT range AS id FROM range(2)")
+    namespaces, files = fork_places(lake_env, PR_FORK)
+    assert namespaces and files
+    gone = deployment.model_copy(update={"pull_request_status": "MERGED"})
+    dropped = ensure_for_deployment(config.model_copy(update={"branch_deployment": gone}))
+    assert (dropped.action, dropped.left_for_retry) == ("dropped", 0)
+    assert fork_places(lake_env, PR_FORK) == ([], [])
+    assert run_sql(lake_env, "prod", [], fetch="SELECT count(*) FROM lake_main.main.orders") == [(5,)]
