@@ -16,7 +16,9 @@ Steps can ask for the run's shape through op tags (`route_run`): a step tagged `
 true` makes the whole run execute in the run worker (the configured multiprocess executor is set
 aside for that run), and a step's `dpone/release` tag is stamped on the run. The release stages
 carry both, so "Materialize all" on group `release`, `dagster asset materialize --select
-group:release` and `release_job` run the same way and are tagged the same.
+group:release` and `release_job` run the same way and are tagged the same. A step tagged
+`dpone/in_process_alone: true` (the dbt op) runs in process when *every* step of the run carries it:
+a dbt-only run (the fork inner loop) skips the step process and its second definitions load.
 
 What a reader could get wrong: the tag is a record, never an input. A user can type
 `dpone/workspace: prod` into the launchpad of a fork's UI; that run is refused, it does not act for
@@ -45,6 +47,9 @@ from dpone_dagster.errors import WorkspaceError
 WORKSPACE_TAG = "dpone/workspace"
 IN_PROCESS_TAG = "dpone/in_process"
 """Op tag: a step tagged `"true"` runs its whole run in the run worker (see `route_run`)."""
+IN_PROCESS_ALONE_TAG = "dpone/in_process_alone"
+"""Op tag: a run whose steps *all* carry it (e.g. a dbt-only run: one `dbt build` step) runs in the
+run worker; mixed with other steps, the configured executor is kept (they may run in parallel)."""
 RUN_TAG_KEYS = ("dpone/release",)
 """Op tags a step hands on to its run (the Runs list filters on them), e.g. `dpone/release`."""
 
@@ -96,17 +101,21 @@ def bind_run(instance: DagsterInstance | None, run: DagsterRun | None) -> str:
 
 
 def route_run(instance: DagsterInstance | None, run: DagsterRun | None, steps) -> bool:
-    """Stamp the run with its steps' `RUN_TAG_KEYS` op tags; True when a step asks for in-process.
+    """Stamp the run with its steps' `RUN_TAG_KEYS` op tags; True when a step asks for in-process
+    (`IN_PROCESS_TAG`) or every step may run in process (`IN_PROCESS_ALONE_TAG`).
 
     `steps` are the execution steps the run will execute (`ExecutionStep`s with `.tags`, the op
     tags). A tag already on the run is left alone (a job's own tags win).
     """
     tags: dict[str, str] = {}
     in_process = False
+    alone = bool(steps)
     for step in steps:
         step_tags = step.tags or {}
         in_process = in_process or step_tags.get(IN_PROCESS_TAG) == "true"
+        alone = alone and step_tags.get(IN_PROCESS_ALONE_TAG) == "true"
         tags.update({key: step_tags[key] for key in RUN_TAG_KEYS if key in step_tags})
+    in_process = in_process or alone
     if instance is not None and run is not None:
         missing = {key: value for key, value in tags.items() if key not in run.tags}
         if missing:

@@ -281,7 +281,7 @@ def fork_diff(
     stray = sorted(str(n) for n in names if n not in own)
     if stray:
         raise NotForkMaterializedError(f"not materialized by {fork_id!r} itself: {', '.join(stray)}")
-    resolved = resolve(fork_id, lake, config=config)
+    resolved = resolve(fork_id, lake, config=config, reads=())  # own tables + ancestors: no defer view
     attached = {a.alias for a in resolved.ancestors}
     aliases = {m: a for m, a in ancestor_reads(fork_id, lake, config).members.items() if a in attached}
     conn = resolved.connect()

@@ -40,10 +40,11 @@ from dagster_dbt import DbtCliInvocation, DbtCliResource, DbtProject, dbt_assets
 from dagster_dbt.asset_utils import get_manifest_and_translator_from_dbt_assets
 
 from dpone_dagster.config import DEFAULT_LAKE, load_config
-from dpone_dagster.defs.dbt.project import DbtProjectError, dbt_executable, prepare_manifest
+from dpone_dagster.defs.dbt.project import DbtProjectError, dbt_executable, manifest_is_current, prepare_manifest
 from dpone_dagster.defs.dbt.reads import dbt_reads
 from dpone_dagster.defs.dbt.translator import ForkAwareDbtTranslator, table_of
 from dpone_dagster.defs.lake.resources import DuckLakeResource, ducklake_resource
+from dpone_dagster.defs.workspace_binding import IN_PROCESS_ALONE_TAG
 from dpone_dagster.lake.dbt_plugin import TARGETS_ENV, targets_to_env
 from dpone_dagster.lake.naming import lake_alias
 from dpone_dagster.lake.reads import READS_ENV, reads_to_env
@@ -269,10 +270,14 @@ def fork_aware_dbt_assets(
         exclude=exclude,
         pool=f"ducklake_{lake}",
         required_resource_keys={dbt_resource_key, "ducklake"},
+        op_tags={IN_PROCESS_ALONE_TAG: "true"},  # a dbt-only run executes in the run worker
     )
     def _fork_aware_dbt_assets(context):  # no annotation: a string one (future import) is refused
         dbt = getattr(context.resources, dbt_resource_key)
-        yield from build_in_lake(context, dbt, context.resources.ducklake, lake, args, reads_everything)
+        # sources edited since the manifest was prepared (a run worker never re-parses): the graph
+        # may miss a new ref, so this run defers every table instead of only what the graph reads
+        everything = reads_everything or not manifest_is_current(project)
+        yield from build_in_lake(context, dbt, context.resources.ducklake, lake, args, everything)
 
     return _fork_aware_dbt_assets
 

@@ -8,6 +8,11 @@ and a changed model is still picked up on the next load.
 
 What a reader could get wrong: dagster-dbt's own `prepare_if_dev()` re-parses in *every* process
 that sees `DAGSTER_IS_DEV_CLI`, run workers included; that is the behaviour this module replaces.
+And a run or step worker (`dagster api execute_run|execute_step|resume_run`) never parses, even when
+a model was edited since: it trusts the manifest the code location was loaded with (the job it runs
+was planned from that manifest; re-parsing there would cost `dbt parse` on every run after an edit
+and could change the assets under a planned run). `dbt build` itself parses the edited SQL, and the
+fork read set falls back to every table while the manifest is stale (`defs/dbt/factory.py`).
 """
 
 from __future__ import annotations
@@ -33,6 +38,13 @@ PARSE_ARGS = ("parse", "--quiet")
 _PROJECT_FILES = ("dbt_project.yml", "profiles.yml", "packages.yml", "dependencies.yml", "selectors.yml")
 _SOURCE_DIRS = ("models", "macros", "tests", "seeds", "snapshots", "analyses")
 _LOCK_TIMEOUT_SECONDS = 300
+_WORKER_COMMANDS = (("api", "execute_run"), ("api", "execute_step"), ("api", "resume_run"))
+
+
+def in_run_worker(argv: list[str] | None = None) -> bool:
+    """True in a process Dagster started to execute a run or a step (its command line says so)."""
+    args = sys.argv[1:3] if argv is None else argv[1:3]
+    return tuple(args) in _WORKER_COMMANDS
 
 
 class DbtProjectError(DponeError):
@@ -91,6 +103,8 @@ def prepare_manifest(project: DbtProject | None = None, *, force: bool = False) 
     lock file; the ones that waited find the manifest current and do not parse again.
     """
     project = project or synthetic_dbt_project()
+    if not force and in_run_worker() and project.manifest_path.is_file():
+        return False  # a run worker trusts the manifest prepared when the location loaded
     if not force and manifest_is_current(project):
         return False
     project.manifest_path.parent.mkdir(parents=True, exist_ok=True)

@@ -30,6 +30,7 @@ from dagster import (
 from dpone_dagster.config import load_config
 from dpone_dagster.defs.lake.observations import LAKE_KIND, lake_table
 from dpone_dagster.defs.lake.resources import DuckLakeResource
+from dpone_dagster.defs.workspace_binding import IN_PROCESS_ALONE_TAG
 from dpone_dagster.errors import DponeError
 from dpone_dagster.lake.defer import TableName
 from dpone_dagster.lake.diff import fork_diff, fork_tables
@@ -110,6 +111,7 @@ def build_diff_checks(assets: Iterable[AssetsDefinition], *, name: str = "diff_a
 
     @multi_asset_check(
         name=name,
+        op_tags={IN_PROCESS_ALONE_TAG: "true"},  # a one-model run with its checks stays in process
         specs=[
             AssetCheckSpec(
                 CHECK_NAME,
