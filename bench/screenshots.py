@@ -6,7 +6,8 @@ launched through GraphQL so the lineage shows materialized assets, then headless
 driven by Playwright (the system executable; Playwright never downloads a browser here).
 
 `DagsterWebserver` / `running_webserver` are also the end-to-end test harness (`tests/ui/`), so the
-tests and the images exercise the same server the same way.
+tests and the images exercise the same server the same way. The fork pages (`fork_*.png`) come from
+a second webserver for a fork, on the Dagster home `dpone dev` prepares for it (its own instance).
 
 What a reader could get wrong: the instance written here uses the *default* run coordinator, which
 launches runs immediately without a daemon. `make dev` runs `dagster dev`, whose daemon also
@@ -413,7 +414,7 @@ def capture(base_url: str, pages: list[Page], out_dir: Path) -> list[Path]:
 
 
 _GROUP_ASSETS = """
-{ assetNodes { assetKey { path } groupName } }
+{ assetNodes { assetKey { path } groupName isPartitioned } }
 """
 _JOBS = """
 query($selector: RepositorySelector!) { repositoryOrError(repositorySelector: $selector) {
@@ -421,9 +422,15 @@ query($selector: RepositorySelector!) { repositoryOrError(repositorySelector: $s
 """
 
 
-def group_asset_keys(server: DagsterWebserver, group: str) -> list[list[str]]:
+def group_asset_keys(server: DagsterWebserver, group: str, *, partitioned: bool = False) -> list[list[str]]:
+    """The group's asset keys; without `partitioned`, only its unpartitioned assets (what one
+    "Materialize" run can build: a partitioned asset needs a partition key or a backfill)."""
     nodes = server.graphql(_GROUP_ASSETS)["assetNodes"]
-    return [node["assetKey"]["path"] for node in nodes if node["groupName"] == group]
+    return [
+        node["assetKey"]["path"]
+        for node in nodes
+        if node["groupName"] == group and (partitioned or not node["isPartitioned"])
+    ]
 
 
 def dormant_jobs(server: DagsterWebserver, family: str = "development") -> dict[str, list[str]]:
@@ -458,10 +465,10 @@ def prepare_project_state(server: DagsterWebserver) -> tuple[str, str, str]:
 
     Returns the release run id, the refused run id and the refused job's name."""
     dbt_run = server.launch_assets(RELEASE_LOCATION, group_asset_keys(server, "synthetic_dbt"))
-    if server.wait_for_run(dbt_run) != "SUCCESS":
+    if server.wait_for_run(dbt_run, timeout=900) != "SUCCESS":
         raise WebserverError("the synthetic dbt group did not materialize")
     release_run = server.launch_job(RELEASE_LOCATION, RELEASE_JOB)
-    if server.wait_for_run(release_run, timeout=600) != "SUCCESS":
+    if server.wait_for_run(release_run, timeout=900) != "SUCCESS":
         raise WebserverError("the release job did not succeed")
     server.reload_location(DEPLOYMENT_LOCATION)
     refused_job = dormant_jobs(server)["pre_hook"][0]
@@ -470,16 +477,57 @@ def prepare_project_state(server: DagsterWebserver) -> tuple[str, str, str]:
     return release_run, refused, refused_job
 
 
+SCREENSHOT_FORK = "wm-fork-screens"
+FORK_DEFERRED = ["main", "staging", "stg_orders"]
+FORK_BUILT = ["main", "raw", "raw_payments"]
+
+
+def fork_pages() -> list[Page]:
+    """The fork deployment's pages docs/ui.md shows: badges in the graph, a deferred observation, the Runs list."""
+    return [
+        Page("fork_lineage.png", "/asset-groups", expand_groups=True, hide_asset_tree=True),
+        Page("fork_deferred_observation.png", "/assets/" + "/".join(FORK_DEFERRED) + "?view=events"),
+        Page("fork_materialized.png", "/assets/" + "/".join(FORK_BUILT)),
+        Page("fork_runs.png", "/runs"),
+    ]
+
+
+def _dpone(*args: str, env: Mapping[str, str]) -> str:
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("dpone")), *args], env=dict(env), capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise WebserverError(f"dpone {' '.join(args)} failed: {done.stderr[-1000:]}")
+    return done.stdout
+
+
+def workspace_dagster_home(env: Mapping[str, str]) -> Path:
+    """The Dagster home `dpone dev` prepares for the workspace `env` names (a fork's: its state recorded)."""
+    return Path(json.loads(_dpone("dev", "--dry-run", "--json", env=env))["dagster_home"])
+
+
+def capture_fork(env: Mapping[str, str], out_dir: Path) -> list[Path]:
+    """After prod built the dbt models: a fork, its own webserver and home, one model built in it, its pages."""
+    _dpone("fork", "create", SCREENSHOT_FORK, "--parent", "prod", env=env)
+    fork_env = {**env, "DPONE_WORKSPACE": SCREENSHOT_FORK}
+    home = workspace_dagster_home(fork_env)
+    with running_webserver(session_workspace(home / "workspace.yaml"), dagster_home=home, env=fork_env, inherit_env=False) as fork:
+        if fork.wait_for_run(fork.launch_assets(RELEASE_LOCATION, [FORK_BUILT]), timeout=900) != "SUCCESS":
+            raise WebserverError(f"{FORK_BUILT} did not materialize in the fork")
+        return capture(fork.base_url, fork_pages(), out_dir)
+
+
 def main() -> int:
     """`make screenshots`: a throwaway state, the real webserver, the project pages as PNGs."""
     with tempfile.TemporaryDirectory(prefix="dpone-screenshots-") as scratch:
         root = Path(scratch)
-        home = root / "dagster_home"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("DPONE_")}
+        env = {k: v for k, v in os.environ.items() if not k.startswith("DPONE_") and k != "DAGSTER_HOME"}
         env.update({"DPONE_PROJECT_ROOT": str(REPO_ROOT), "DPONE_STATE_DIR": str(root / "state")})
+        home = workspace_dagster_home(env)
         workspace = session_workspace(home / "workspace.yaml")
         with running_webserver(workspace, dagster_home=home, env=env, inherit_env=False) as server:
             written = capture(server.base_url, project_pages(*prepare_project_state(server)), IMAGES_DIR)
+        written += capture_fork(env, IMAGES_DIR)
     for path in written:
         print(f"wrote {path.relative_to(REPO_ROOT)} ({path.stat().st_size} bytes)")
     return 0

@@ -6,11 +6,18 @@ harness is `bench.screenshots.running_webserver`, the same one `make screenshots
 
 What a reader could get wrong: the webserver is shared by every test in `tests/ui/`, so the tests
 are written to hold in any order: each launches what it needs and asserts on its own run ids.
+The same holds for `fork_webserver`: ONE fork (`wm-fork-ui`) and one webserver for it, shared by
+every fork test, on the Dagster home `dpone dev` prepares for the fork (its own instance, as
+`make dev` in a fork uses); prod's webserver uses prod's home under the same state directory, so a
+fork that shared prod's instance would show prod's materializations (tests/ui/test_fork_deployment_ui.py).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +32,7 @@ from bench.screenshots import (
     RELEASE_JOB,
     RELEASE_LOCATION,
     DagsterWebserver,
+    group_asset_keys,
     running_webserver,
     session_workspace,
 )
@@ -35,9 +43,34 @@ def ui_state_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("ui_state")
 
 
+UI_FORK = "wm-fork-ui"
+
+
+def ui_env(ui_state_dir: Path, workspace: str | None = None) -> dict[str, str]:
+    """The environment a `dpone` command or a webserver of this session runs with (no inherited DPONE_*)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DPONE_") and k != "DAGSTER_HOME"}
+    env.update({"DPONE_PROJECT_ROOT": str(REPO_ROOT), "DPONE_STATE_DIR": str(ui_state_dir)})
+    if workspace:
+        env["DPONE_WORKSPACE"] = workspace
+    return env
+
+
+def dpone(*args: str, env: dict[str, str]) -> str:
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("dpone")), *args], env=env, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def workspace_home(env: dict[str, str]) -> Path:
+    """The workspace's Dagster home exactly as `make dev` / `dpone dev` prepares it (fork state recorded)."""
+    return Path(json.loads(dpone("dev", "--dry-run", "--json", env=env))["dagster_home"])
+
+
 @pytest.fixture(scope="session")
-def webserver(tmp_path_factory, ui_state_dir: Path) -> Iterator[DagsterWebserver]:
-    home = tmp_path_factory.mktemp("dagster_home")
+def webserver(ui_state_dir: Path) -> Iterator[DagsterWebserver]:
+    home = workspace_home(ui_env(ui_state_dir))
     workspace = session_workspace(home / "workspace.yaml")
     env = {
         "DPONE_PROJECT_ROOT": str(REPO_ROOT),
@@ -74,3 +107,22 @@ def refused_task_run(webserver: DagsterWebserver, released_through_ui: str) -> t
     run_id = webserver.launch_job(DEPLOYMENT_LOCATION, job)
     webserver.wait_for_run(run_id)
     return job, run_id
+
+
+@pytest.fixture(scope="session")
+def prod_dbt_run(webserver: DagsterWebserver) -> str:
+    """The whole synthetic_dbt group materialized in prod through the session webserver; its run id."""
+    run_id = webserver.launch_assets(RELEASE_LOCATION, group_asset_keys(webserver, "synthetic_dbt"))
+    status = webserver.wait_for_run(run_id, timeout=600)
+    assert status == "SUCCESS", [e.get("message") for e in webserver.run_details(run_id)["events"]][-5:]
+    return run_id
+
+
+@pytest.fixture(scope="session")
+def fork_webserver(prod_dbt_run: str, ui_state_dir: Path) -> Iterator[DagsterWebserver]:
+    """`wm-fork-ui` (parent prod, after prod built every model) served from its own Dagster home."""
+    dpone("fork", "create", UI_FORK, "--parent", "prod", env=ui_env(ui_state_dir))
+    env = ui_env(ui_state_dir, UI_FORK)
+    home = workspace_home(env)
+    with running_webserver(session_workspace(home / "workspace.yaml"), dagster_home=home, env=env, inherit_env=False) as server:
+        yield server

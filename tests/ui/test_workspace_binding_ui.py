@@ -1,7 +1,8 @@
 """A fork's UI cannot write prod (issue 9, reproduction 1), through a real webserver's GraphQL `launchRun`.
 
-`prod` builds one dbt model (`raw_customers`) through the session webserver; a fork is created
-with the CLI; a second webserver runs with `DPONE_WORKSPACE=<fork>`. From that UI:
+`prod` has built the dbt models through the session webserver (`prod_dbt_run`); the session's fork
+(`wm-fork-ui`, created with the CLI) is served by its own webserver with `DPONE_WORKSPACE=<fork>`
+(`fork_webserver`, shared with the other fork tests). From that UI:
 
 1. `launchRun` with `resources: {ducklake: {config: {workspace: prod}}}` is refused by run config
    validation (the field does not exist): no run is created.
@@ -17,15 +18,14 @@ after all three.
 from __future__ import annotations
 
 import hashlib
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from bench.screenshots import RELEASE_LOCATION, running_webserver, session_workspace
+from bench.screenshots import RELEASE_LOCATION
 
-FORK = "wm-fork-bind-ui"
+from .conftest import UI_FORK, ui_env
+
+FORK = UI_FORK
 # The cheapest model to build (no upstream, no test reading another model): the refusals do not
 # depend on the model, and every dbt model is written through the same `ducklake` resource.
 MODEL = ["main", "raw", "raw_customers"]
@@ -80,12 +80,6 @@ def _run(server, run_id: str) -> tuple[str, dict[str, str], list[str], dict[str,
     return run["status"], {t["key"]: t["value"] for t in run["tags"]}, errors, materialized
 
 
-def _env(ui_state_dir: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DPONE_")}
-    env.update({"DPONE_PROJECT_ROOT": str(REPO_ROOT), "DPONE_STATE_DIR": str(ui_state_dir)})
-    return env
-
-
 def _prod_state(env: dict[str, str]) -> tuple:
     """Everything of prod's `main` lake a write would change, read from the test process."""
     from dpone_dagster.config import load_config
@@ -109,43 +103,32 @@ def _prod_state(env: dict[str, str]) -> tuple:
 
 
 @pytest.mark.slow
-def test_a_fork_ui_cannot_write_prod_through_run_config_or_tags(webserver, ui_state_dir, tmp_path_factory):
-    prod_run = webserver.launch_assets(RELEASE_LOCATION, [MODEL])
-    assert webserver.wait_for_run(prod_run, timeout=600) == "SUCCESS", _run(webserver, prod_run)[2][-3:]
-    assert _run(webserver, prod_run)[1][TAG] == "prod"
-
-    env = _env(ui_state_dir)
-    created = subprocess.run(
-        [str(Path(sys.executable).with_name("dpone")), "fork", "create", FORK, "--parent", "prod"],
-        env=env, capture_output=True, text=True, check=False,
-    )
-    assert created.returncode == 0, created.stderr[-2000:]
+def test_a_fork_ui_cannot_write_prod_through_run_config_or_tags(webserver, prod_dbt_run, fork_webserver, ui_state_dir):
+    assert webserver.run_details(prod_dbt_run)["tags"][TAG] == "prod"
+    env = ui_env(ui_state_dir)
     before = _prod_state(env)
     assert before[2] > 0
 
-    home = tmp_path_factory.mktemp("bind_dagster_home")
-    with running_webserver(
-        session_workspace(home / "workspace.yaml"), dagster_home=home, env={**env, "DPONE_WORKSPACE": FORK}, inherit_env=False
-    ) as fork_server:
-        override = _launch(fork_server, run_config={"resources": {"ducklake": {"config": {"workspace": "prod"}}}})
-        assert override["__typename"] == "RunConfigValidationInvalid", override
-        assert any("workspace" in error["message"] for error in override["errors"]), override
+    fork_server = fork_webserver
+    override = _launch(fork_server, run_config={"resources": {"ducklake": {"config": {"workspace": "prod"}}}})
+    assert override["__typename"] == "RunConfigValidationInvalid", override
+    assert any("workspace" in error["message"] for error in override["errors"]), override
 
-        tagged = _launch(fork_server, tags={TAG: "prod"})
-        assert tagged["__typename"] == "LaunchRunSuccess", tagged
-        tagged_id = tagged["run"]["runId"]
-        assert fork_server.wait_for_run(tagged_id, timeout=600) == "FAILURE"
-        _, tagged_tags, errors, materialized = _run(fork_server, tagged_id)
-        assert any("[workspace.not_this_deployment]" in message for message in errors), errors
-        assert materialized == {} and tagged_tags[TAG] == "prod"
+    tagged = _launch(fork_server, tags={TAG: "prod"})
+    assert tagged["__typename"] == "LaunchRunSuccess", tagged
+    tagged_id = tagged["run"]["runId"]
+    assert fork_server.wait_for_run(tagged_id, timeout=600) == "FAILURE"
+    _, tagged_tags, errors, materialized = _run(fork_server, tagged_id)
+    assert any("[workspace.not_this_deployment]" in message for message in errors), errors
+    assert materialized == {} and tagged_tags[TAG] == "prod"
 
-        plain = _launch(fork_server)
-        assert plain["__typename"] == "LaunchRunSuccess", plain
-        plain_id = plain["run"]["runId"]
-        assert fork_server.wait_for_run(plain_id, timeout=600) == "SUCCESS", _run(fork_server, plain_id)[2][-3:]
-        _, plain_tags, _, materialized = _run(fork_server, plain_id)
-        assert plain_tags[TAG] == FORK
-        assert materialized["/".join(MODEL)]["workspace"] == FORK
-        assert materialized["/".join(MODEL)]["fork_state"] == "fork_materialized"
+    plain = _launch(fork_server)
+    assert plain["__typename"] == "LaunchRunSuccess", plain
+    plain_id = plain["run"]["runId"]
+    assert fork_server.wait_for_run(plain_id, timeout=600) == "SUCCESS", _run(fork_server, plain_id)[2][-3:]
+    _, plain_tags, _, materialized = _run(fork_server, plain_id)
+    assert plain_tags[TAG] == FORK
+    assert materialized["/".join(MODEL)]["workspace"] == FORK
+    assert materialized["/".join(MODEL)]["fork_state"] == "fork_materialized"
 
     assert _prod_state(env) == before
