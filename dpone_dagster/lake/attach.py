@@ -41,6 +41,14 @@ ANCESTOR_OWNED_OPTIONS = FORK_RESERVED_OPTIONS | {
 """Options an ancestor attach always sets itself: it must never write, migrate or create. A named
 `METADATA_CATALOG` stays with the fork's own attach (one name cannot serve two attaches)."""
 
+COMMIT_RETRY_SETTINGS = (("ducklake_max_retry_count", "20"), ("ducklake_retry_wait_ms", "50"), ("ducklake_retry_backoff", "1.3"))
+"""How DuckLake retries a commit that lost the race for the next snapshot id to another process
+(PostgreSQL catalog: run workers, dbt, the prod job committing to one catalog at once). DuckLake's
+default (10 retries from 100 ms, x1.5) gives up after ~8 s of contention; these wait up to ~24 s
+(last wait ~7 s) before a conflict surfaces. Set GLOBAL: dbt-duckdb's cursors are other sessions."""
+
+COMMIT_RETRY = tuple(Statement.of(f"SET GLOBAL {name} = {value}") for name, value in COMMIT_RETRY_SETTINGS)
+
 _OPTION_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 

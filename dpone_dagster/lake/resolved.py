@@ -26,6 +26,7 @@ from pathlib import Path
 from dpone_dagster.config import DponeConfig, LakeConfig
 from dpone_dagster.errors import LakeError
 from dpone_dagster.lake.attach import (
+    COMMIT_RETRY,
     CatalogLocation,
     absolute_data_path,
     attach_statement,
@@ -161,6 +162,7 @@ class ResolvedLake:
     def plan(self) -> list[Statement]:
         ancestor_statements = [s for a in self.ancestors for s in a.statements]
         return [
+            *COMMIT_RETRY,
             *self.setup,
             self.target_attach,
             *self._drop_statements(),
@@ -190,7 +192,7 @@ class ResolvedLake:
             self.fence()
         load_extensions(conn, self.extensions)  # postgres_scanner / httpfs only when the plan needs them
         self._prepare_local_paths()
-        for statement in self.setup:
+        for statement in (*COMMIT_RETRY, *self.setup):  # commit conflicts are retried (attach.py)
             _run(conn, statement, credentials)
         self._attach_target(conn, credentials)
         live = self._session_live(conn)
