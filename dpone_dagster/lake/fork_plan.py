@@ -11,7 +11,8 @@ forks stay isolated), unless its lake is stamped shared. Then:
    a fork is attached at its fork namespace; a root or shared ancestor at its configured one. Two
    ancestors at the same physical location are attached once (the nearer alias serves both);
 3. one `CREATE VIEW IF NOT EXISTS` per table some ancestor owns and the fork does not, pointing at
-   the nearest owner (SCD2 owners also get `<table>_current`), all in one transaction;
+   the nearest owner (SCD2 owners also get `<table>_current`), all in one transaction; a job that
+   names its read set (`lake/reads.py`) gets only the views it reads, the rest come later on need;
 4. targets that are live views in the fork are dropped right after the target attach.
 
 Cost: the control store answers in three queries and each distinct catalog database in one

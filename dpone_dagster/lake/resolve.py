@@ -4,7 +4,8 @@ Every DuckLake access in the project — dbt (through the dbt-duckdb plugin), th
 `dpone lake sql`, tests and benchmarks — gets its attach from `resolve()`. For the root workspace
 (`prod`) and for lakes a fork shares with its parent, that is the lake's own configuration. For an
 isolated fork it is the fork's own namespace (write redirect), its ancestors attached READ_ONLY, and
-defer views for every upstream table the fork has not materialized itself (see `fork_plan.py`).
+defer views for the upstream tables the fork has not materialized itself: every such table, or
+only those a job reads when it passes `reads=` (see `fork_plan.py`, `reads.py`).
 
 What a reader could get wrong: `alias` is not the lake name. DuckDB reserves `main` (the default
 lake's name) as a catalog alias, so every lake is attached as `lake_<name>` (`lake_main`), in the
