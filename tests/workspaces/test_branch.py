@@ -184,10 +184,13 @@ def test_from_git_outside_a_checkout_or_on_a_detached_head_is_refused(tmp_path, 
 def test_loading_the_code_location_in_a_branch_deployment_creates_its_fork(branch_deployment):
     import importlib
 
+    from dpone_dagster.defs import lake
+
     assert PR_FORK not in _ids()
     try:
         import dpone_dagster.definitions as location  # a first import loads it; an earlier one is reloaded
 
+        lake._defs.cache_clear()  # built once per process: an earlier test may have built it as prod's
         importlib.reload(location)
         assert location.BRANCH_FORK.workspace_id == PR_FORK and location.BRANCH_FORK.action in ("created", "exists")
         assert _ids()[PR_FORK] == "prod"
@@ -195,6 +198,7 @@ def test_loading_the_code_location_in_a_branch_deployment_creates_its_fork(branc
         assert {j.run_tags.get("dpone/workspace") for j in jobs if not j.name.startswith("__")} == {PR_FORK}
     finally:
         branch_deployment.delenv("DAGSTER_CLOUD_IS_BRANCH_DEPLOYMENT")
+        lake._defs.cache_clear()
         importlib.reload(location)  # later tests get the location as it loads outside a branch deployment
     assert location.BRANCH_FORK is None
 
