@@ -363,7 +363,7 @@ def _open_browser(playwright, profile_dir: Path):
 def _dismiss_first_run_modal(page) -> None:
     skip = page.get_by_role("button", name="Skip")
     with contextlib.suppress(Exception):
-        skip.click(timeout=5000)
+        skip.click(timeout=30000)  # a loaded machine renders the modal late
 
 
 def _expand_all_groups(page) -> None:
