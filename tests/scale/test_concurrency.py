@@ -1,0 +1,313 @@
+"""Concurrency on the production path: 8 fork runs and 1 prod run at once through Dagster's run queue.
+
+Everything is a real process: one gRPC code server per deployment (`DPONE_WORKSPACE` in its
+environment: 8 forks of `prod`, and `prod`), one `dagster-daemon` (QueuedRunCoordinator,
+`max_concurrent_runs` 9, the default run launcher: each run in its own run-worker process started by
+its code server), Dagster storage on PostgreSQL (docs/deploy/dagster.yaml minus the k8s launcher), the
+lake on a PostgreSQL catalog and moto S3. Runs are submitted through GraphQL (launchPipelineExecution,
+what the UI's Launch button sends). Each fork run builds `staging.stg_orders` (dbt, fork-aware, reading
+prod's `raw_orders` through a defer view); the prod run builds `staging.stg_customers`.
+
+Asserted: every run succeeds (so no DuckLake commit conflict surfaced), each fork's table exists with
+prod's row count, each fork wrote only its own namespace and prefix, and prod is unchanged except for
+the prod run's own table (old snapshots, catalog files and stored objects all still there; new ones
+only for `stg_customers`; `raw_*` rows unchanged).
+
+What a reader could get wrong: one Dagster instance serves all nine deployments here so that one run
+queue sees them; docs/production.md gives each deployment its own instance (the lake-side behaviour
+is the same). On a PostgreSQL catalog each fork commits to its own metadata schema, so forks never
+race each other for snapshot ids; writers of the same workspace do (tests/lake/test_commit_retry.py).
+Set DPONE_CONCURRENCY_REPORT=<file> to also run the same nine one after another and write the timings
+(bench/bench_concurrency.py does).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dpone_dagster.control.store import reset_store_cache
+
+from tests.lake.lakes import LakeEnv, fingerprint, fork_places, pg_s3_env
+
+pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.s3]
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+FORKS = tuple(f"conc-{i}" for i in range(8))
+FORK_MODEL = ("staging", "stg_orders")
+PROD_MODEL = ("staging", "stg_customers")
+TERMINAL = {"SUCCESS", "FAILURE", "CANCELED"}
+LAUNCH = """
+mutation($executionParams: ExecutionParams!) {
+  launchPipelineExecution(executionParams: $executionParams) {
+    __typename
+    ... on LaunchRunSuccess { run { runId } }
+    ... on PythonError { message }
+    ... on RunConfigValidationInvalid { errors { message } }
+  }
+}
+"""
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _write_config(path: Path, env: LakeEnv, postgres_server, catalog_db: str) -> None:
+    lake = env.lake
+    config = {
+        "control_store_url": postgres_server.url(catalog_db),
+        "lakes": [{
+            "name": "main",
+            "catalog": lake.catalog,
+            "data_path": lake.data_path,
+            "storage": lake.storage.model_dump(mode="json", exclude_none=True),
+            "attach_args": dict(lake.attach_args),
+        }],
+    }
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+
+
+def _dagster_home(home: Path) -> None:
+    documented = yaml.safe_load((REPO_ROOT / "docs" / "deploy" / "dagster.yaml").read_text(encoding="utf-8"))
+    documented.pop("run_launcher")  # the default launcher: a run-worker process per run
+    documented["concurrency"]["runs"]["max_concurrent_runs"] = 9  # the (default) QueuedRunCoordinator's limit
+    home.mkdir()
+    (home / "dagster.yaml").write_text(yaml.safe_dump(documented), encoding="utf-8")
+
+
+def _sql(env: LakeEnv, workspace: str, sql: str):
+    from tests.lake.lakes import attached
+
+    with attached(env, workspace) as conn:
+        return conn.execute(sql).fetchall()
+
+
+class Deployment:
+    """Nine code servers, one daemon, one GraphQL context over them."""
+
+    def __init__(self, tmp: Path, base_env: dict[str, str]) -> None:
+        self.tmp = tmp
+        self.base_env = base_env
+        self.procs: list[subprocess.Popen] = []
+        self.ports: dict[str, int] = {}
+
+    def start(self) -> None:
+        entries = []
+        location = str(REPO_ROOT / "tests" / "scale" / "concurrency_location.py")
+        for workspace in ("prod", *FORKS):
+            port = self.ports[workspace] = _port()
+            model = PROD_MODEL if workspace == "prod" else FORK_MODEL
+            env = {
+                **self.base_env,
+                "DPONE_WORKSPACE": workspace,
+                "DPONE_STATE_DIR": str(self.tmp / "state" / workspace),
+                "DPONE_CONCURRENCY_MODEL": ".".join(model),
+            }
+            self.procs.append(subprocess.Popen(
+                [str(BIN / "dagster"), "api", "grpc", "-f", location, "-a", "defs", "-h", "127.0.0.1",
+                 "-p", str(port)],
+                cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL,
+                stderr=open(self.tmp / f"grpc-{workspace}.log", "w"),
+            ))
+            entries.append({"grpc_server": {"host": "127.0.0.1", "port": port, "location_name": workspace}})
+        self.workspace_yaml = self.tmp / "workspace.yaml"
+        self.workspace_yaml.write_text(yaml.safe_dump({"load_from": entries}), encoding="utf-8")
+        self._wait_servers()
+        self.procs.append(subprocess.Popen(
+            [str(BIN / "dagster-daemon"), "run", "-w", str(self.workspace_yaml)],
+            cwd=self.tmp, env=self.base_env, stdout=subprocess.DEVNULL,
+            stderr=open(self.tmp / "daemon.log", "w"),
+        ))
+
+    def _wait_servers(self, timeout: float = 400) -> None:
+        from dagster._grpc.client import DagsterGrpcClient
+
+        deadline = time.monotonic() + timeout
+        for workspace, port in self.ports.items():
+            client = DagsterGrpcClient(port=port, host="127.0.0.1")
+            while True:
+                try:
+                    client.ping("x")
+                    break
+                except Exception:
+                    if time.monotonic() > deadline:
+                        raise AssertionError(f"code server of {workspace} did not start: "
+                                             + (self.tmp / f"grpc-{workspace}.log").read_text()[-2000:])
+                    time.sleep(0.5)
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            proc.terminate()
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def _launch(context, workspace: str) -> str:
+    from dagster_graphql.test.utils import execute_dagster_graphql
+
+    result = execute_dagster_graphql(context, LAUNCH, {"executionParams": {
+        "selector": {"repositoryLocationName": workspace, "repositoryName": "__repository__",
+                     "pipelineName": "concurrency_job"},
+        "mode": "default",
+    }})
+    launched = result.data["launchPipelineExecution"]
+    assert launched["__typename"] == "LaunchRunSuccess", launched
+    return launched["run"]["runId"]
+
+
+def _wait(instance, run_ids: list[str], timeout: float = 900) -> list:
+    deadline = time.monotonic() + timeout
+    while True:
+        runs = [instance.get_run_by_id(r) for r in run_ids]
+        if all(r.status.value in TERMINAL for r in runs):
+            return runs
+        assert time.monotonic() < deadline, [(r.tags.get("dpone/workspace"), r.status.value) for r in runs]
+        time.sleep(0.5)
+
+
+def _run_errors(instance, run_id: str) -> list[str]:
+    from dagster import DagsterEventType
+
+    texts = []
+    for record in instance.all_logs(run_id, of_type={DagsterEventType.STEP_FAILURE, DagsterEventType.RUN_FAILURE}):
+        texts.append(record.user_message or "")
+        error = getattr(record.dagster_event.event_specific_data, "error", None)
+        while error is not None:
+            texts.append(error.message)
+            error = error.cause
+    return texts
+
+
+def _table_files(env: LakeEnv, workspace: str, schema: str, table: str) -> set[str]:
+    rows = _sql(env, workspace, f"SELECT data_file FROM ducklake_list_files('lake_main', '{table}', schema => '{schema}')")
+    return {r[0] for r in rows}
+
+
+def test_eight_fork_runs_and_a_prod_run_at_once(tmp_path, postgres_server, s3_server, monkeypatch):
+    catalog_db, dagster_db = postgres_server.create_database(), postgres_server.create_database()
+    bucket = s3_server.create_bucket()
+    monkeypatch.setenv("DPONE_TEST_S3_KEY_ID", s3_server.key_id)
+    monkeypatch.setenv("DPONE_TEST_S3_SECRET", s3_server.secret)
+    env = pg_s3_env(postgres_server, catalog_db, s3_server, bucket)
+    config_path = tmp_path / "dpone.yaml"
+    _write_config(config_path, env, postgres_server, catalog_db)
+    home = tmp_path / "dagster_home"
+    _dagster_home(home)
+    dagster_env = {
+        "DAGSTER_HOME": str(home), "DAGSTER_PG_HOST": postgres_server.host,
+        "DAGSTER_PG_PORT": str(postgres_server.port), "DAGSTER_PG_DB": dagster_db,
+        "DAGSTER_PG_USER": postgres_server.user, "DAGSTER_PG_PASSWORD": "unused-by-trust-auth",
+    }
+    base_env = {k: v for k, v in os.environ.items() if not k.startswith(("DPONE_", "DAGSTER_"))}
+    base_env.update(dagster_env)
+    base_env.update({
+        "DPONE_CONFIG": str(config_path), "DPONE_PROJECT_ROOT": str(REPO_ROOT),
+        "DPONE_STATE_DIR": str(tmp_path / "state" / "setup"),
+        "DPONE_TEST_S3_KEY_ID": s3_server.key_id, "DPONE_TEST_S3_SECRET": s3_server.secret,
+    })
+    for key, value in dagster_env.items():
+        monkeypatch.setenv(key, value)
+
+    # prod's upstream, built by dbt beforehand; then 8 forks of prod
+    from dpone_dagster.defs.dbt.project import dbt_executable
+
+    dbt_env = {**base_env, "DBT_TARGET_PATH": str(tmp_path / "dbt_target"), "DBT_LOG_PATH": str(tmp_path / "dbt_logs")}
+    done = subprocess.run(
+        [dbt_executable(), "run", "--select", "raw_orders", "raw_customers", "--profiles-dir", "."],
+        cwd=REPO_ROOT / "dbt_project_synthetic", env=dbt_env, capture_output=True, text=True,
+    )
+    assert done.returncode == 0, done.stdout[-3000:]
+    reset_store_cache()
+    from dpone_dagster.workspaces.service import Workspaces
+
+    for fork in FORKS:
+        Workspaces(env.config).create_fork(fork, "prod", owner="ci")
+    raw_counts = _sql(env, "prod", "SELECT (SELECT count(*) FROM lake_main.raw.raw_orders), "
+                                   "(SELECT count(*) FROM lake_main.raw.raw_customers)")
+    before = fingerprint(env, "prod")
+
+    from dagster import DagsterInstance
+    from dagster._core.workspace.context import WorkspaceProcessContext
+    from dagster._core.workspace.load_target import WorkspaceFileTarget
+
+    deployment = Deployment(tmp_path, base_env)
+    instance = DagsterInstance.from_config(str(home))
+    timings: dict[str, float] = {}
+    try:
+        deployment.start()
+        assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
+        with WorkspaceProcessContext(instance, WorkspaceFileTarget(paths=[str(deployment.workspace_yaml)])) as ctx:
+            context = ctx.create_request_context()
+            started = time.monotonic()
+            run_ids = [_launch(context, w) for w in ("prod", *FORKS)]
+            runs = _wait(instance, run_ids)
+            timings["concurrent_s"] = time.monotonic() - started
+            failures = {r.tags.get("dpone/workspace"): _run_errors(instance, r.run_id)
+                        for r in runs if r.status.value != "SUCCESS"}
+            assert not failures, failures
+            stats = [instance.get_run_stats(r) for r in run_ids]
+            overlap = min(s.end_time for s in stats) > max(s.start_time for s in stats)
+            if os.environ.get("DPONE_CONCURRENCY_REPORT"):
+                started = time.monotonic()
+                for workspace in ("prod", *FORKS):
+                    (run,) = _wait(instance, [_launch(context, workspace)])
+                    assert run.status.value == "SUCCESS", _run_errors(instance, run.run_id)
+                timings["sequential_s"] = time.monotonic() - started
+    finally:
+        deployment.stop()
+        instance.dispose()
+    assert {r.tags.get("dpone/workspace") for r in runs} == {"prod", *FORKS}
+    timings["all_nine_overlapped"] = overlap
+
+    # no conflict surfaced anywhere in the event logs
+    for run_id in run_ids:
+        assert not any("Failed to commit DuckLake" in t for t in _run_errors(instance, run_id))
+
+    # every fork has its table, with prod's rows; each wrote only its own namespace and prefix
+    schema, table = FORK_MODEL
+    prefixes: list[str] = []
+    for fork in FORKS:
+        assert _sql(env, fork, f"SELECT count(*) FROM lake_main.{schema}.{table}") == [(raw_counts[0][0],)]
+        namespaces, files = fork_places(env, fork)
+        assert len(namespaces) == 1, namespaces
+        assert set(files) == _table_files(env, fork, schema, table) != set(), (fork, files)
+        prefixes.append(files[0][: files[0].index("/", files[0].index("__wm_forks/") + len("__wm_forks/")) + 1])
+    assert len(set(prefixes)) == len(FORKS)
+    # every object in the bucket is prod's or under exactly one fork's own prefix
+    prod_root = env.lake.data_path
+    for key in s3_server.keys(bucket):
+        url = f"s3://{bucket}/{key}"
+        assert url.startswith(prod_root) or sum(url.startswith(p) for p in prefixes) == 1, url
+
+    # prod: unchanged except the prod run's own table
+    after = fingerprint(env, "prod")
+    assert after.snapshots[: len(before.snapshots)] == before.snapshots
+    new_changes = " ".join(s[2] for s in after.snapshots[len(before.snapshots):])
+    assert new_changes and "stg_orders" not in new_changes and "raw_" not in new_changes, new_changes
+    assert set(before.catalog_files) <= set(after.catalog_files)
+    assert set(before.stored_files) <= set(after.stored_files)
+    prod_new = set(after.stored_files) - set(before.stored_files)
+    assert prod_new and prod_new <= _table_files(env, "prod", *PROD_MODEL), prod_new
+    assert _sql(env, "prod", "SELECT (SELECT count(*) FROM lake_main.raw.raw_orders), "
+                             "(SELECT count(*) FROM lake_main.raw.raw_customers)") == raw_counts
+    assert not _sql(env, "prod", "SELECT 1 FROM information_schema.tables WHERE table_catalog = 'lake_main' "
+                                 f"AND table_name = '{FORK_MODEL[1]}'")
+
+    report = os.environ.get("DPONE_CONCURRENCY_REPORT")
+    if report:
+        Path(report).write_text(json.dumps(timings), encoding="utf-8")
