@@ -347,6 +347,8 @@ class Page:
     path: str
     expand_groups: bool = False
     hide_asset_tree: bool = False
+    wait_for: str | None = None
+    """Text the page must show before the screenshot (waited for up to a minute)."""
 
 
 def _open_browser(playwright, profile_dir: Path):
@@ -400,6 +402,10 @@ def capture(base_url: str, pages: list[Page], out_dir: Path) -> list[Path]:
             for spec in pages:
                 page.goto(base_url + spec.path, wait_until="networkidle")
                 page.wait_for_timeout(1500)
+                if spec.wait_for:
+                    with contextlib.suppress(Exception):
+                        page.get_by_text(spec.wait_for).first.wait_for(timeout=60000)
+                    page.wait_for_timeout(1500)
                 if spec.hide_asset_tree:
                     _hide_asset_tree(page)
                 if spec.expand_groups:
@@ -485,10 +491,10 @@ FORK_BUILT = ["main", "raw", "raw_payments"]
 def fork_pages() -> list[Page]:
     """The fork deployment's pages docs/ui.md shows: badges in the graph, a deferred observation, the Runs list."""
     return [
-        Page("fork_lineage.png", "/asset-groups", expand_groups=True, hide_asset_tree=True),
-        Page("fork_deferred_observation.png", "/assets/" + "/".join(FORK_DEFERRED) + "?view=events"),
-        Page("fork_materialized.png", "/assets/" + "/".join(FORK_BUILT)),
-        Page("fork_runs.png", "/runs"),
+        Page("fork_lineage.png", "/asset-groups", expand_groups=True, hide_asset_tree=True, wait_for="synthetic_dbt"),
+        Page("fork_deferred_observation.png", "/assets/" + "/".join(FORK_DEFERRED) + "?view=events", wait_for="deferred to"),
+        Page("fork_materialized.png", "/assets/" + "/".join(FORK_BUILT), wait_for="fork_materialized"),
+        Page("fork_runs.png", "/runs", wait_for="dpone/workspace"),
     ]
 
 
