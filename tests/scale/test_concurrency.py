@@ -23,8 +23,10 @@ Set DPONE_CONCURRENCY_REPORT=<file> to also run the same nine one after another 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -45,6 +47,9 @@ BIN = Path(sys.executable).parent
 FORKS = tuple(f"conc-{i}" for i in range(8))
 FORK_MODEL = ("staging", "stg_orders")
 PROD_MODEL = ("staging", "stg_customers")
+RAW_COUNTS = (
+    "SELECT (SELECT count(*) FROM lake_main.raw.raw_orders), (SELECT count(*) FROM lake_main.raw.raw_customers)"
+)
 TERMINAL = {"SUCCESS", "FAILURE", "CANCELED"}
 LAUNCH = """
 mutation($executionParams: ExecutionParams!) {
@@ -118,7 +123,7 @@ class Deployment:
             self.procs.append(subprocess.Popen(
                 [str(BIN / "dagster"), "api", "grpc", "-f", location, "-a", "defs", "-h", "127.0.0.1",
                  "-p", str(port)],
-                cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL,
+                cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, start_new_session=True,
                 stderr=open(self.tmp / f"grpc-{workspace}.log", "w"),
             ))
             entries.append({"grpc_server": {"host": "127.0.0.1", "port": port, "location_name": workspace}})
@@ -127,7 +132,7 @@ class Deployment:
         self._wait_servers()
         self.procs.append(subprocess.Popen(
             [str(BIN / "dagster-daemon"), "run", "-w", str(self.workspace_yaml)],
-            cwd=self.tmp, env=self.base_env, stdout=subprocess.DEVNULL,
+            cwd=self.tmp, env=self.base_env, stdout=subprocess.DEVNULL, start_new_session=True,
             stderr=open(self.tmp / "daemon.log", "w"),
         ))
 
@@ -148,13 +153,16 @@ class Deployment:
                     time.sleep(0.5)
 
     def stop(self) -> None:
+        """Each server/daemon leads its own process group: its run workers and dbt processes go too."""
         for proc in reversed(self.procs):
-            proc.terminate()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
         for proc in self.procs:
             try:
                 proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
-                proc.kill()
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
 
 
 def _launch(context, workspace: str) -> str:
@@ -198,6 +206,36 @@ def _table_files(env: LakeEnv, workspace: str, schema: str, table: str) -> set[s
     return {r[0] for r in rows}
 
 
+def check_isolation(env: LakeEnv, s3_server, bucket: str, before, raw_counts, forks) -> None:
+    """Each fork has its FORK_MODEL table (prod's raw_orders rows) and wrote only its own namespace and
+    prefix; prod is unchanged except for PROD_MODEL (snapshots, catalog files, objects, raw rows)."""
+    schema, table = FORK_MODEL
+    prefixes: list[str] = []
+    for fork in forks:
+        assert _sql(env, fork, f"SELECT count(*) FROM lake_main.{schema}.{table}") == [(raw_counts[0][0],)]
+        namespaces, files = fork_places(env, fork)
+        assert len(namespaces) == 1, namespaces
+        assert set(files) == _table_files(env, fork, schema, table) != set(), (fork, files)
+        prefixes.append(files[0][: files[0].index("/", files[0].index("__wm_forks/") + len("__wm_forks/")) + 1])
+    assert len(set(prefixes)) == len(forks)
+    # every object in the bucket is prod's or under exactly one fork's own prefix
+    for key in s3_server.keys(bucket):
+        url = f"s3://{bucket}/{key}"
+        assert url.startswith(env.lake.data_path) or sum(url.startswith(p) for p in prefixes) == 1, url
+    # prod: unchanged except the prod run's own table
+    after = fingerprint(env, "prod")
+    assert after.snapshots[: len(before.snapshots)] == before.snapshots
+    new_changes = " ".join(s[2] for s in after.snapshots[len(before.snapshots):])
+    assert new_changes and table not in new_changes and "raw_" not in new_changes, new_changes
+    assert set(before.catalog_files) <= set(after.catalog_files)
+    assert set(before.stored_files) <= set(after.stored_files)
+    prod_new = set(after.stored_files) - set(before.stored_files)
+    assert prod_new and prod_new <= _table_files(env, "prod", *PROD_MODEL), prod_new
+    assert _sql(env, "prod", RAW_COUNTS) == raw_counts
+    assert not _sql(env, "prod", "SELECT 1 FROM information_schema.tables WHERE table_catalog = 'lake_main' "
+                                 f"AND table_name = '{table}'")
+
+
 def test_eight_fork_runs_and_a_prod_run_at_once(tmp_path, postgres_server, s3_server, monkeypatch):
     catalog_db, dagster_db = postgres_server.create_database(), postgres_server.create_database()
     bucket = s3_server.create_bucket()
@@ -237,8 +275,7 @@ def test_eight_fork_runs_and_a_prod_run_at_once(tmp_path, postgres_server, s3_se
 
     for fork in FORKS:
         Workspaces(env.config).create_fork(fork, "prod", owner="ci")
-    raw_counts = _sql(env, "prod", "SELECT (SELECT count(*) FROM lake_main.raw.raw_orders), "
-                                   "(SELECT count(*) FROM lake_main.raw.raw_customers)")
+    raw_counts = _sql(env, "prod", RAW_COUNTS)
     before = fingerprint(env, "prod")
 
     from dagster import DagsterInstance
@@ -278,36 +315,34 @@ def test_eight_fork_runs_and_a_prod_run_at_once(tmp_path, postgres_server, s3_se
     for run_id in run_ids:
         assert not any("Failed to commit DuckLake" in t for t in _run_errors(instance, run_id))
 
-    # every fork has its table, with prod's rows; each wrote only its own namespace and prefix
-    schema, table = FORK_MODEL
-    prefixes: list[str] = []
-    for fork in FORKS:
-        assert _sql(env, fork, f"SELECT count(*) FROM lake_main.{schema}.{table}") == [(raw_counts[0][0],)]
-        namespaces, files = fork_places(env, fork)
-        assert len(namespaces) == 1, namespaces
-        assert set(files) == _table_files(env, fork, schema, table) != set(), (fork, files)
-        prefixes.append(files[0][: files[0].index("/", files[0].index("__wm_forks/") + len("__wm_forks/")) + 1])
-    assert len(set(prefixes)) == len(FORKS)
-    # every object in the bucket is prod's or under exactly one fork's own prefix
-    prod_root = env.lake.data_path
-    for key in s3_server.keys(bucket):
-        url = f"s3://{bucket}/{key}"
-        assert url.startswith(prod_root) or sum(url.startswith(p) for p in prefixes) == 1, url
-
-    # prod: unchanged except the prod run's own table
-    after = fingerprint(env, "prod")
-    assert after.snapshots[: len(before.snapshots)] == before.snapshots
-    new_changes = " ".join(s[2] for s in after.snapshots[len(before.snapshots):])
-    assert new_changes and "stg_orders" not in new_changes and "raw_" not in new_changes, new_changes
-    assert set(before.catalog_files) <= set(after.catalog_files)
-    assert set(before.stored_files) <= set(after.stored_files)
-    prod_new = set(after.stored_files) - set(before.stored_files)
-    assert prod_new and prod_new <= _table_files(env, "prod", *PROD_MODEL), prod_new
-    assert _sql(env, "prod", "SELECT (SELECT count(*) FROM lake_main.raw.raw_orders), "
-                             "(SELECT count(*) FROM lake_main.raw.raw_customers)") == raw_counts
-    assert not _sql(env, "prod", "SELECT 1 FROM information_schema.tables WHERE table_catalog = 'lake_main' "
-                                 f"AND table_name = '{FORK_MODEL[1]}'")
+    check_isolation(env, s3_server, bucket, before, raw_counts, FORKS)
 
     report = os.environ.get("DPONE_CONCURRENCY_REPORT")
     if report:
         Path(report).write_text(json.dumps(timings), encoding="utf-8")
+
+
+@pytest.mark.parametrize("rogue", [False, True], ids=["isolated", "fork-job-writes-into-parent"])
+def test_the_isolation_checks_catch_a_write_into_the_parent(postgres_server, pg_database, s3_server, s3_bucket, rogue):
+    """The checks above, on the same shapes written directly (no Dagster): they pass for isolated
+    writes and fail when one "fork job" writes its table into the parent's namespace instead."""
+    from tests.lake.lakes import materialize
+
+    from dpone_dagster.workspaces.service import Workspaces
+
+    reset_store_cache()
+    env, forks = pg_s3_env(postgres_server, pg_database, s3_server, s3_bucket), ("conc-a", "conc-b")
+    materialize(env, "prod", "raw.raw_orders", "SELECT range AS order_id FROM range(30)")
+    materialize(env, "prod", "raw.raw_customers", "SELECT range AS customer_id FROM range(20)")
+    for fork in forks:
+        Workspaces(env.config).create_fork(fork, "prod", owner="ci")
+    raw_counts, before = _sql(env, "prod", RAW_COUNTS), fingerprint(env, "prod")
+    for fork in forks:
+        materialize(env, fork, ".".join(FORK_MODEL), "SELECT * FROM lake_main.raw.raw_orders")
+    materialize(env, "prod", ".".join(PROD_MODEL), "SELECT * FROM lake_main.raw.raw_customers")
+    if rogue:  # what a fork job writing into the parent's namespace leaves behind
+        materialize(env, "prod", ".".join(FORK_MODEL), "SELECT * FROM lake_main.raw.raw_orders")
+        with pytest.raises(AssertionError, match=FORK_MODEL[1]):
+            check_isolation(env, s3_server, env.s3_bucket, before, raw_counts, forks)
+    else:
+        check_isolation(env, s3_server, env.s3_bucket, before, raw_counts, forks)
