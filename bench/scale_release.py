@@ -5,7 +5,8 @@ code the Dagster release assets run (`tests/release/real_pipeline.py`); only the
 synthetic, with its workload and source-size limits raised to the design's 10,000 workloads.
 
 What a reader could get wrong: the source is read with `SourceLimits.max_members` raised to fit
-the generated tree; the production default (20,000 files) refuses a source of 10,000 flows.
+the generated tree; the production default (20,000 members, directories included) refuses a source of more than about
+3,300 flows (6 members each: 2 directories, 4 files).
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ def full_release(source_root: Path, work: Path) -> float:
     from tests.release.fabricated import SyntheticTarget
     from tests.release.real_pipeline import compose_real, pipeline_for
 
-    files = sum(1 for path in source_root.rglob("*") if path.is_file())
-    limits = SourceLimits(max_members=max(SourceLimits().max_members, files + 100))
+    members = sum(1 for _ in source_root.rglob("*"))  # directories are members too (6 per flow)
+    limits = SourceLimits(max_members=max(SourceLimits().max_members, members + 100))
     policy_limits = synthetic_limits(max_workloads=MAX_WORKLOADS, max_source_bytes=MAX_SOURCE_BYTES)
     target = SyntheticTarget(authority=SyntheticAuthority(policy_options={"limits": policy_limits}))
     start = time.perf_counter()

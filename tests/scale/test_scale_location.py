@@ -114,7 +114,7 @@ def scale_project(tmp_path_factory):
 def test_the_generated_project_loads_as_a_code_location_with_every_model_and_check(scale_project):
     root, env = scale_project
     summary = load_summary(root)
-    loaded = run_child(_LOAD, env, timeout=600)
+    loaded = run_child(_LOAD, env, timeout=1800)
     expected = sorted(f"main/{node['table'].replace('.', '/')}" for node in summary["nodes"])
     assert len(loaded["dbt_assets"]) == MODELS
     assert loaded["dbt_assets"] == expected
@@ -137,7 +137,7 @@ def test_a_fork_job_builds_one_model_reading_prod_upstream_through_defer_views(s
     probe = nodes[summary["probe"]]
     upstream = sorted(nodes[name]["table"] for name in _closure(nodes, probe["name"]))
     parents = [nodes[name]["table"] for name in probe["parents"]]
-    out = run_child(_FORK_JOB, env, json.dumps(upstream), probe["table"], FORK, json.dumps(parents), timeout=900)
+    out = run_child(_FORK_JOB, env, json.dumps(upstream), probe["table"], FORK, json.dumps(parents), timeout=1800)
     assert "failed_build" not in out, out
 
     assert out["prod_ok"] and out["fork_ok"]
