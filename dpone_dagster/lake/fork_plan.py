@@ -15,8 +15,8 @@ forks stay isolated), unless its lake is stamped shared. Then:
    names its read set (`lake/reads.py`) gets only the views it reads, the rest come later on need;
 4. targets that are live views in the fork are dropped right after the target attach.
 
-Cost: the control store answers in three queries and each distinct catalog database in one
-connection, so resolution grows with chain depth, never with the number of tables. A DuckDB-file
+Cost: the control store answers in five queries (chain, settings, tracking, pins, own partitions)
+and each distinct catalog database in one connection, so resolution grows with chain depth, never with the number of tables. A DuckDB-file
 fork catalog is not opened here at all: `apply()` reads its live views after attaching it.
 
 What a reader could get wrong: the transition keys on the fork catalog's live views read when the

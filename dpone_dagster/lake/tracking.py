@@ -277,7 +277,8 @@ class WorkspaceLakeView:
 
 
 def workspace_lake_view(workspace_id: str, lake: str, config: DponeConfig) -> WorkspaceLakeView:
-    """The chain, settings and tracking in one connection (three queries, whatever the depth).
+    """The chain, settings, tracking, pins and own partitions in one connection (five queries,
+    whatever the depth).
 
     A workspace whose incarnation is being dropped is refused (`workspace.dropping`)."""
     check_workspace_id(workspace_id)
