@@ -89,6 +89,8 @@ def drop(
     for ws, lake, schema in result.cleanup.tombstones:
         typer.echo(f"swept {ws} lake {lake} ({schema}): re-swept by later cleanups (`dpone fork sweep`)")
     _report_sweep(result.others_swept)
+    if result.dagster_home_removed:
+        typer.echo(f"removed its Dagster home {result.dagster_home_removed}")
     for row in result.cleanup.leftovers:
         typer.echo(
             f"left for retry: {row.workspace_id} lake {row.lake} ({row.phase} phase, {row.code})",

@@ -12,11 +12,16 @@ names another workspace is refused (`workspace.dagster_home_of_another_workspace
 exactly the shared instance that showed prod's materializations in a fork. A home without a
 marker (one you made yourself) is adopted and marked. The segment is the workspace id when that
 is a plain name, else a sanitized id plus a hash (ids may contain `/`).
+
+`remove_dagster_home` (called by a fork drop once its lake cleanup succeeded) deletes only the
+dropped fork's own embedded home: never prod's, never a `DAGSTER_HOME` set in the environment
+(it is not looked at), never a directory whose marker names another workspace.
 """
 
 from __future__ import annotations
 
 import re
+import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,3 +105,20 @@ def prepare_dagster_home(config: DponeConfig, env: Mapping[str, str]) -> Dagster
     if wrote:
         instance_yaml.write_text(_INSTANCE_YAML.format(workspace=workspace), encoding="utf-8")
     return DagsterHome(workspace=workspace, path=path, explicit=explicit, wrote_instance_yaml=wrote)
+
+
+def remove_dagster_home(config: DponeConfig, workspace: str) -> Path | None:
+    """Delete the embedded home of the dropped fork `workspace`; return it when it was removed.
+
+    Only `default_dagster_home(config, workspace)` is considered; prod's home and a home whose
+    marker names another workspace are never removed."""
+    if workspace == ROOT_WORKSPACE:
+        return None
+    path = default_dagster_home(config, workspace)
+    if path == default_dagster_home(config, ROOT_WORKSPACE) or not path.is_dir():
+        return None
+    owner = marked_workspace(path)
+    if owner is not None and owner != workspace:
+        return None
+    shutil.rmtree(path)
+    return path

@@ -10,7 +10,8 @@ drop, and does not block the creation.
 
 What a reader could get wrong: dropping deletes the workspace row *first* and cleans physical
 namespaces after; a partial cleanup leaves ledger rows that `dpone fork drop ID` (or the Dagster
-job) retries later, even though the workspace no longer exists. Every drop also re-sweeps the
+job) retries later, even though the workspace no longer exists. Only a complete cleanup removes the
+fork's embedded Dagster home (`workspaces/dagster_home.py`). Every drop also re-sweeps the
 tombstones of *other* workspaces (swept prefixes a late writer may still have written, see
 `lake/cleanup.py`); `sweep()` does only that.
 """
@@ -34,6 +35,7 @@ from dpone_dagster.lake.registry import records, tombstones
 from dpone_dagster.lake.roles import has_roles
 from dpone_dagster.lake.tracking import forget_workspace
 from dpone_dagster.workspaces import repository as repo
+from dpone_dagster.workspaces.dagster_home import remove_dagster_home
 from dpone_dagster.workspaces.ids import ROOT_WORKSPACE, check_workspace_id
 from dpone_dagster.workspaces.permissions import require_may_drop, require_may_grant
 from dpone_dagster.workspaces.repository import MAX_CHAIN_DEPTH, Workspace
@@ -91,6 +93,7 @@ class DropResult:
     orphaned: tuple[str, ...]
     cleanup: CleanupReport
     others_swept: CleanupReport = field(default_factory=CleanupReport)  # other workspaces' tombstones
+    dagster_home_removed: str | None = None  # the fork's embedded Dagster home, once cleanup succeeded
 
 
 @dataclass(frozen=True)
@@ -263,7 +266,10 @@ class Workspaces:
                 current = repo.incarnation_state(conn, workspace_id)
                 if current is not None and current[1] == repo.DROPPING:
                     repo.set_incarnation_state(conn, workspace_id, current[0], repo.DROPPED, self._now())
-        return DropResult(workspace_id, ws is not None, orphaned, report, others)
+            home = remove_dagster_home(self.config, workspace_id)
+        else:
+            home = None
+        return DropResult(workspace_id, ws is not None, orphaned, report, others, str(home) if home else None)
 
     def set_lake_shared(
         self, workspace_id: str, lake: str, shared: bool, *, actor: str, shared_with: str | None = None

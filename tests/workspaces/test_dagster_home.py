@@ -54,3 +54,59 @@ def test_another_workspaces_home_is_refused(monkeypatch):
     # its own explicit home is fine
     own = prepare_dagster_home(load_config(), {})
     assert prepare_dagster_home(load_config(), {"DAGSTER_HOME": str(own.path)}).explicit
+
+
+def _prepared(monkeypatch, workspace: str):
+    monkeypatch.setenv("DPONE_WORKSPACE", workspace)
+    home = prepare_dagster_home(load_config(), {}).path
+    (home / "runs.db").write_text("synthetic", encoding="utf-8")
+    monkeypatch.delenv("DPONE_WORKSPACE")
+    return home
+
+
+def test_dropping_a_fork_removes_its_own_home_only(monkeypatch):
+    from dpone_dagster.cli import app
+    from dpone_dagster.workspaces.service import Workspaces
+    from typer.testing import CliRunner
+
+    service = Workspaces(load_config())
+    service.create_fork("wm-fork-gone", "prod", owner="alice")
+    service.create_fork("wm-fork-kept", "prod", owner="alice")
+    prod_home = _prepared(monkeypatch, "prod")
+    gone, kept = _prepared(monkeypatch, "wm-fork-gone"), _prepared(monkeypatch, "wm-fork-kept")
+
+    result = CliRunner().invoke(app, ["fork", "drop", "wm-fork-gone", "--as", "alice"])
+    assert result.exit_code == 0, result.output
+    assert f"removed its Dagster home {gone}" in result.output
+    assert not gone.exists()
+    assert gone.parent.is_dir()  # only the dagster_home directory itself
+    assert (prod_home / "runs.db").is_file() and (kept / "runs.db").is_file()
+    # a DAGSTER_HOME in the environment is never what a drop removes
+    service.create_fork("wm-fork-third", "prod", owner="alice")
+    monkeypatch.setenv("DAGSTER_HOME", str(kept))
+    assert service.drop("wm-fork-third", actor="alice").dagster_home_removed is None
+    assert (kept / "runs.db").is_file() and (prod_home / "runs.db").is_file()
+
+
+def test_a_home_marked_for_another_workspace_or_an_incomplete_cleanup_is_kept(monkeypatch):
+    from dpone_dagster.lake.cleanup import CleanupReport, LeftoverRow
+    from dpone_dagster.workspaces import dagster_home, service as service_module
+    from dpone_dagster.workspaces.service import Workspaces
+
+    config = load_config()
+    service = Workspaces(config)
+    service.create_fork("wm-fork-marked", "prod", owner="alice")
+    service.create_fork("wm-fork-pending", "prod", owner="alice")
+    # a fork's home directory that holds prod's marker (someone copied prod's instance there)
+    marked = dagster_home.default_dagster_home(config, "wm-fork-marked")
+    marked.mkdir(parents=True)
+    (marked / dagster_home.MARKER_FILE).write_text("prod\n", encoding="utf-8")
+    assert service.drop("wm-fork-marked", actor="alice").dagster_home_removed is None
+    assert marked.is_dir()
+    assert dagster_home.remove_dagster_home(config, "prod") is None
+
+    pending = _prepared(monkeypatch, "wm-fork-pending")
+    leftover = CleanupReport(leftovers=[LeftoverRow("wm-fork-pending", "main", "m", "drop", "lake.catalog_busy", False)])
+    monkeypatch.setattr(service_module, "drop_fork_namespaces", lambda *a, **k: leftover)
+    assert service.drop("wm-fork-pending", actor="alice").dagster_home_removed is None
+    assert (pending / "runs.db").is_file()
