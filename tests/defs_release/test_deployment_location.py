@@ -11,6 +11,7 @@ from dpone_dagster.runtime.ports import AccessLedger, LedgeredCredentialResolver
 from dpone_dagster.errors import DponeError
 from dpone_dagster.release.admission import RuntimeTask, TaskKind
 from dpone_dagster.clock import SystemClock
+from tests.synthetic_project import NATIVE_MODELS, ORDINARY_FLOWS, PRE_HOOKS
 
 
 def _jobs(setup) -> dict[str, dg.JobDefinition]:
@@ -24,7 +25,7 @@ def test_every_task_of_the_installed_release_is_a_job(copied_release, env_of):
     for job in jobs.values():
         family = kinds if job.tags["dpone/family"] == "development" else synthetic
         family.setdefault(job.tags["dpone/task_kind"], []).append(job)
-    assert {kind: len(found) for kind, found in kinds.items()} == {"native": 10, "ordinary": 3, "pre_hook": 3}
+    assert {kind: len(found) for kind, found in kinds.items()} == {"native": NATIVE_MODELS, "ordinary": ORDINARY_FLOWS, "pre_hook": PRE_HOOKS}
     assert {kind: len(found) for kind, found in synthetic.items()} == {"ordinary": 3, "pre_hook": 3}
     assert all(job.tags["dpone/dormant"] == "true" for found in kinds.values() for job in found)
     assert {job.tags["dpone/workspace"] for job in jobs.values()} == {"prod"}

@@ -19,6 +19,7 @@ from dpone_dagster.defs.release.platform import GRANT_KEY, SIGNATURES_KEY, Prote
 from dpone_dagster.defs.release.resources import AuthorityPlatform
 from dpone_dagster.release.object_stores import LocalDirectoryStore
 from .conftest import assert_no_private_values, check_results, materializations, step_failures
+from tests.synthetic_project import NATIVE_MODELS, ORDINARY_FLOWS, PRE_HOOKS, TASKS
 
 STAGES = {
     "development_policy",
@@ -43,7 +44,7 @@ def test_every_stage_materializes_and_all_checks_pass(released):
     }
     release_id = found["development_release"]["release_id"]
     assert found["published_release"]["release_id"] == release_id == found["installed_release"]["release_id"]
-    assert found["native_workspace"]["native_workloads"] == 10
+    assert found["native_workspace"]["native_workloads"] == NATIVE_MODELS
     assert found["ordinary_flows"]["ordinary_workloads"] == 3
     assert found["development_release"]["delivery_status"] == "delivered_dormant"
     assert [found[k]["action"] for k in ("development_release", "published_release", "installed_release")] == [
@@ -62,9 +63,9 @@ def test_every_stage_materializes_and_all_checks_pass(released):
 def test_dormancy_check_denies_every_task_before_any_credential(released):
     passed, metadata, _ = check_results(released.run)["tasks_denied_before_credentials"]
     assert passed
-    assert metadata["tasks"] == 16
-    assert (metadata["native_tasks"], metadata["ordinary_tasks"], metadata["pre_hook_tasks"]) == (10, 3, 3)
-    assert metadata["denied: admission.development_dormant"] == 16
+    assert metadata["tasks"] == TASKS
+    assert (metadata["native_tasks"], metadata["ordinary_tasks"], metadata["pre_hook_tasks"]) == (NATIVE_MODELS, ORDINARY_FLOWS, PRE_HOOKS)
+    assert metadata["denied: admission.development_dormant"] == TASKS
     assert metadata["credential_resolutions"] == 0
     assert metadata["runtime_port_uses"] == 0
     assert metadata["state"] == "Denied"

@@ -19,6 +19,7 @@ from dpone_dagster.release.admission import AdmissionGrant, TaskKind
 from dpone_dagster.release.state import ReleaseDenials, ReleaseState, ReleaseStateMachine
 from dpone_dagster.runtime.catalog import dormant_tasks
 from dpone_dagster.runtime.gate import evaluate_rollout_gate
+from tests.synthetic_project import NATIVE_MODELS, TASKS
 
 
 def _event_index(result, step_key: str) -> int:
@@ -29,11 +30,11 @@ def test_the_gate_runs_before_installation_and_counts_every_kind(released):
     passed, metadata, description = check_results(released.run)["rollout_gate"]
     assert passed, description
     assert {k: v for k, v in metadata.items() if ": " in k and k.split(": ")[0] in ("native", "ordinary", "pre_hook")} == {
-        "native: admitted": 0, "native: denied": 10,
+        "native: admitted": 0, "native: denied": NATIVE_MODELS,
         "ordinary: admitted": 0, "ordinary: denied": 3,
         "pre_hook: admitted": 0, "pre_hook: denied": 3,
     }
-    assert metadata["denied: admission.development_dormant"] == 16
+    assert metadata["denied: admission.development_dormant"] == TASKS
     assert metadata["credential_resolutions"] == metadata["runtime_port_uses"] == 0
     assert _event_index(released.run, "published_release_rollout_gate") < _event_index(released.run, "installed_release")
 
@@ -52,7 +53,7 @@ def test_the_install_stage_links_the_acceptance_report(released, env_of):
     assert report["authority_expires_at"] == installed["authority_expires_at"]
     assert report["grant_digest"].startswith("sha256:")
     assert report["port_uses"] == {"init_fetch": 0, "credentials": 0, "source": 0, "writer": 0}
-    assert len(report["tasks"]) == 16
+    assert len(report["tasks"]) == TASKS
     assert {task["reason"] for task in report["tasks"]} == {"admission.development_dormant"}
     markdown = path.with_suffix(".md").read_text()
     assert "**Verdict: PASSED**" in markdown and installed["release_id"] in markdown
@@ -64,7 +65,7 @@ def test_gate_denials_are_persisted_and_the_active_release_is_denied(released, e
     release_id = materializations(released.run)["installed_release"]["release_id"]
     records = ReleaseDenials(states, run_id=released.run.run_id, origin="-").records(release_id=release_id, run_id=released.run.run_id)
     origins = {origin: sum(1 for r in records if r.origin == origin) for origin in {r.origin for r in records}}
-    assert origins == {"rollout_gate": 16, "install_stage": 16, "dormancy_check": 16}
+    assert origins == {"rollout_gate": TASKS, "install_stage": TASKS, "dormancy_check": TASKS}
     assert states.current(release_id) is ReleaseState.DENIED
 
 
@@ -90,7 +91,7 @@ def test_a_single_admitted_task_fails_the_gate_service_level(released, env_of, m
         installed_admission_view(installed), dormant_tasks(installed.bundle), clock=SystemClock(), epochs=SimpleNamespace(current_epoch=lambda: 0)
     )
     assert not result.passed
-    assert (result.admitted, result.denied) == (1, 15)
+    assert (result.admitted, result.denied) == (1, TASKS - 1)
     assert result.by_kind()["ordinary"] == {"admitted": 1, "denied": 2}
     assert result.port_uses == {"init_fetch": 1}
     assert result.summary().startswith("ROLLOUT BLOCKED")

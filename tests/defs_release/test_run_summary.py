@@ -9,6 +9,7 @@ from dpone_dagster.contracts.base import parse_document
 from dpone_dagster.defs.release.platform import ProtectedTargetDocument
 from dpone_dagster.defs.release.resources import AuthorityPlatform
 from dpone_dagster.defs.release.run import ReleaseRunError, run_release_job, summarize
+from tests.synthetic_project import TASKS
 
 
 def test_a_refused_release_raises_the_refusal_code(fresh, env_of):
@@ -27,8 +28,8 @@ def test_summary_of_a_successful_release(released):
     summary = summarize(released.run)
     assert summary.release_id.startswith("sha256:")
     assert summary.deployment_id == f"synthetic-dev:{summary.release_id.removeprefix('sha256:')}"
-    assert summary.tasks == 16 and summary.denied == {"admission.development_dormant": 16}
+    assert summary.tasks == TASKS and summary.denied == {"admission.development_dormant": TASKS}
     assert summary.credential_resolutions == 0
     lines = summary.lines()
     assert lines[0] == f"installed release {summary.release_id} (SYNTHETIC authority)"
-    assert "16 of 16 tasks denied" in lines[2] and "credential resolutions: 0" in lines[2]
+    assert f"{TASKS} of {TASKS} tasks denied" in lines[2] and "credential resolutions: 0" in lines[2]

@@ -20,6 +20,7 @@ from dpone_dagster.defs.release.synthetic_bootstrap import (
     renew_expired_synthetic_grant,
 )
 from dpone_dagster.errors import ConfigError
+from tests.synthetic_project import NATIVE_MODELS, ORDINARY_FLOWS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,7 +36,7 @@ def test_first_use_creates_a_synthetic_authority_and_later_uses_keep_it(fresh, e
     target = parse_document(ProtectedTargetDocument, setup.settings.protected_target_file.read_bytes())
     assert target.synthetic is True and target.environment.startswith("synthetic-")
     first = _grant(setup)
-    assert first.sequence == 1 and len(first.native_membership) == 10 and len(first.ordinary_membership) == 3
+    assert first.sequence == 1 and len(first.native_membership) == NATIVE_MODELS and len(first.ordinary_membership) == ORDINARY_FLOWS
     assert ensure_synthetic_authority(setup.settings, FixedClock(now + timedelta(hours=1))) is False
     assert _grant(setup) == first
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from defs_release.test_definitions import LINEAGE
 
 from bench.screenshots import DEPLOYMENT_LOCATION, RELEASE_JOB, RELEASE_LOCATION, dormant_jobs
+from tests.synthetic_project import NATIVE_MODELS, ORDINARY_FLOWS, PRE_HOOKS
 
 STAGE_EDGES = LINEAGE
 ASSET_NODES = """
@@ -70,7 +71,7 @@ def test_grant_sensor_requests_a_release_run_then_skips(webserver, released_thro
 
 def test_launching_a_dormant_task_is_refused_with_zero_credential_resolutions(webserver, refused_task_run, ui_state_dir):
     kinds = dormant_jobs(webserver)
-    assert {kind: len(names) for kind, names in kinds.items()} == {"native": 10, "ordinary": 3, "pre_hook": 3}
+    assert {kind: len(names) for kind, names in kinds.items()} == {"native": NATIVE_MODELS, "ordinary": ORDINARY_FLOWS, "pre_hook": PRE_HOOKS}
 
     _, run_id = refused_task_run
     assert webserver.wait_for_run(run_id) == "FAILURE"
