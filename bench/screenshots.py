@@ -523,8 +523,75 @@ def capture_fork(env: Mapping[str, str], out_dir: Path) -> list[Path]:
         return capture(fork.base_url, fork_pages(), out_dir)
 
 
+CHECKS_FORK = "wm-fork-checks"
+CHECKED = ["main", "marts", "customer_lifetime_value"]
+CHECKED_UPSTREAM = ["main", "marts", "fct_orders"]
+_LAUNCH_CHECKS_SELECTOR = ("fork_staleness", "diff_against_parent")
+
+
+def fork_check_pages() -> list[Page]:
+    """A fork table's checks: `fork_staleness` (WARN once the parent moved on) and `diff_against_parent`."""
+    base = "/assets/" + "/".join(CHECKED) + "?view=checks"
+    return [
+        Page("fork_check_staleness.png", base + "&checkDetail=fork_staleness", wait_for="fork_staleness"),
+        Page("fork_check_diff.png", base + "&checkDetail=diff_against_parent", wait_for="diff_id"),
+    ]
+
+
+def _materialize_in(env: Mapping[str, str], key: list[str], *, upstream: bool = False) -> None:
+    """`dagster asset materialize` in the workspace `env` names, on its own Dagster home."""
+    run_env = {**env, "DAGSTER_HOME": str(workspace_dagster_home(env))}
+    select = ("*" if upstream else "") + "/".join(key)
+    dagster = str(Path(sys.executable).with_name("dagster"))
+    done = subprocess.run(
+        [dagster, "asset", "materialize", "-m", "dpone_dagster.definitions", "--select", select],
+        env=run_env, capture_output=True, text=True, check=False, cwd=REPO_ROOT,
+    )
+    if done.returncode != 0:
+        raise WebserverError(f"materializing {select} failed: {done.stderr[-1500:]}")
+
+
+def capture_fork_checks(env: Mapping[str, str], out_dir: Path) -> list[Path]:
+    """The fork lifecycle's checks: prod builds the model's upstream, a pinned fork builds the model on its
+    webserver, prod rebuilds an upstream the fork built from, the fork re-runs the model's two checks
+    (the checks tab's "Execute"), then the check pages. Prod's builds run through the CLI (no prod webserver)."""
+    _materialize_in(env, CHECKED, upstream=True)
+    _dpone("fork", "create", CHECKS_FORK, "--parent", "prod", "--pin", env=env)
+    fork_env = {**env, "DPONE_WORKSPACE": CHECKS_FORK}
+    home = workspace_dagster_home(fork_env)
+    with running_webserver(session_workspace(home / "workspace.yaml"), dagster_home=home, env=fork_env, inherit_env=False) as fork:
+        if fork.wait_for_run(fork.launch_assets(RELEASE_LOCATION, [CHECKED]), timeout=900) != "SUCCESS":
+            raise WebserverError(f"{CHECKED} did not materialize in the fork")
+        _materialize_in(env, CHECKED_UPSTREAM)  # the parent moves on
+        params = {
+            "selector": {
+                "repositoryLocationName": RELEASE_LOCATION,
+                "repositoryName": "__repository__",
+                "jobName": "__ASSET_JOB",
+                "assetSelection": [],
+                "assetCheckSelection": [{"assetKey": {"path": CHECKED}, "name": n} for n in _LAUNCH_CHECKS_SELECTOR],
+            },
+            "runConfigData": {},
+        }
+        launched = fork.graphql(_LAUNCH_RUN, {"params": params})["launchRun"]
+        if launched["__typename"] != "LaunchRunSuccess":
+            raise WebserverError(f"launching the fork checks failed: {launched}")
+        fork.wait_for_run(launched["run"]["runId"], timeout=900)
+        return capture(fork.base_url, fork_check_pages(), out_dir)
+
+
 def main() -> int:
-    """`make screenshots`: a throwaway state, the real webserver, the project pages as PNGs."""
+    """`make screenshots`: a throwaway state, the real webserver, the project pages as PNGs.
+
+    `python -m bench.screenshots --fork-checks` renders only the fork checks pages (a loaded machine)."""
+    if "--fork-checks" in sys.argv[1:]:
+        with tempfile.TemporaryDirectory(prefix="dpone-screenshots-") as scratch:
+            env = {k: v for k, v in os.environ.items() if not k.startswith("DPONE_") and k != "DAGSTER_HOME"}
+            env.update({"DPONE_PROJECT_ROOT": str(REPO_ROOT), "DPONE_STATE_DIR": str(Path(scratch) / "state")})
+            written = capture_fork_checks(env, IMAGES_DIR)
+        for path in written:
+            print(f"wrote {path.relative_to(REPO_ROOT)} ({path.stat().st_size} bytes)")
+        return 0
     with tempfile.TemporaryDirectory(prefix="dpone-screenshots-") as scratch:
         root = Path(scratch)
         env = {k: v for k, v in os.environ.items() if not k.startswith("DPONE_") and k != "DAGSTER_HOME"}
@@ -534,6 +601,7 @@ def main() -> int:
         with running_webserver(workspace, dagster_home=home, env=env, inherit_env=False) as server:
             written = capture(server.base_url, project_pages(*prepare_project_state(server)), IMAGES_DIR)
         written += capture_fork(env, IMAGES_DIR)
+        written += capture_fork_checks(env, IMAGES_DIR)
     for path in written:
         print(f"wrote {path.relative_to(REPO_ROOT)} ({path.stat().st_size} bytes)")
     return 0
