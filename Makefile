@@ -13,6 +13,10 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 export DPONE_CONNECTION_ORDERS_SOURCE ?= orders_source.duckdb
 export DPONE_CONNECTION_FLOW_LAKE ?= flow_lake.duckdb
 
+# The suite runs on PYTEST_WORKERS pytest-xdist workers (2 cores in CI; 0 = one process).
+# tests/conftest.py keeps each directory with expensive session fixtures on one worker.
+PYTEST_WORKERS ?= 2
+
 .PHONY: install demo test dev bench screenshots check-defs clean
 
 $(STAMP): pyproject.toml
@@ -26,7 +30,7 @@ demo: $(STAMP)
 	$(BIN)/dpone demo
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
 
 dev: $(STAMP)
 	$(BIN)/dpone prepare

@@ -198,15 +198,19 @@ def s3_bucket(s3_server: S3Server, monkeypatch) -> str:
     return s3_server.create_bucket()
 
 
-# Directories whose session fixtures are expensive (a built prod lake, a release run, a webserver):
-# under pytest-xdist (`make test` runs `--dist loadgroup`) each goes to ONE worker, so every such
-# fixture is built once per run; every other test file is its own group (like `--dist loadfile`).
-_ONE_WORKER_DIRS = ("ui", "dbt", "defs_release", "release", "scale")
+# Session fixtures that are expensive to build (a built prod lake, a release run, a webserver, a
+# real compile; a fork webserver needs the prod one): under pytest-xdist (`make test` runs `--dist loadgroup`) every test using one of
+# them goes to the same worker, so each is built once per run; every other test file is its own
+# group (like `--dist loadfile`). A test using two of them follows the first listed here.
+_EXPENSIVE_SESSION_FIXTURES = (
+    "webserver", "released", "built_prod_lake", "real_compile",
+)
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        rel = Path(str(item.fspath)).resolve().relative_to(REPO_ROOT / "tests")
-        top = rel.parts[0] if len(rel.parts) > 1 else ""
-        group = top if top in _ONE_WORKER_DIRS else str(rel)
+        used = set(getattr(item, "fixturenames", ()))
+        group = next((name for name in _EXPENSIVE_SESSION_FIXTURES if name in used), None)
+        if group is None:
+            group = str(Path(str(item.fspath)).resolve().relative_to(REPO_ROOT / "tests"))
         item.add_marker(pytest.mark.xdist_group(group))
