@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -164,10 +164,19 @@ def build_in_lake(
     reads = None if reads_everything else dbt_reads(get_manifest_and_translator_from_dbt_assets([context.assets_def])[0], targets)
     with dbt_subprocess_env(ducklake, targets, reads):
         invocation = dbt.cli(list(args), context=context, raise_on_error=False)
+    yield from recorded_after_dbt(
+        invocation, lambda events: with_lake_metadata(context, ducklake, lake, targets, events, invocation)
+    )
+
+
+def recorded_after_dbt(invocation: DbtCliInvocation, record: Callable[[list], Iterable]) -> Iterator:
+    """Stream dbt's events to the end, then yield what `record(events)` makes of them (the lake
+    metadata of each built table); dbt's own error is raised last, after whatever was recorded, and
+    wins over an error of the recording itself (which is chained to it)."""
     events = list(invocation.stream())
     dbt_error = None if invocation.is_successful() else (invocation.get_error() or RuntimeError("dbt build failed"))
     try:
-        recorded = with_lake_metadata(context, ducklake, lake, targets, events, invocation)
+        recorded = record(events)
     except Exception as exc:
         if dbt_error is not None:
             raise dbt_error from exc

@@ -25,7 +25,13 @@ from dagster import AssetExecutionContext, BackfillPolicy, DailyPartitionsDefini
 from dagster_dbt import DbtCliInvocation, DbtCliResource, dbt_assets
 
 from dpone_dagster.defs.dbt.assets import DBT_PROJECT, TRANSLATOR
-from dpone_dagster.defs.dbt.factory import _row_count, dbt_subprocess_env, failed_tables, selected_tables
+from dpone_dagster.defs.dbt.factory import (
+    _row_count,
+    dbt_subprocess_env,
+    failed_tables,
+    recorded_after_dbt,
+    selected_tables,
+)
 from dpone_dagster.defs.dbt.translator import table_of
 from dpone_dagster.defs.lake.resources import DuckLakeResource
 from dpone_dagster.errors import DponeError
@@ -146,14 +152,6 @@ def synthetic_dbt_daily_assets(context: AssetExecutionContext, dbt: DbtCliResour
     args = ["build", "--vars", json.dumps(partition_vars(context, fork=fork), sort_keys=True)]
     with dbt_subprocess_env(ducklake, list(written.values())):
         invocation = dbt.cli(args, context=context, raise_on_error=False)
-    events = list(invocation.stream())
-    dbt_error = None if invocation.is_successful() else (invocation.get_error() or RuntimeError("dbt build failed"))
-    try:
-        recorded = record_partitions(context, ducklake, lake, written, events, invocation)
-    except Exception as exc:
-        if dbt_error is not None:
-            raise dbt_error from exc
-        raise
-    yield from recorded
-    if dbt_error is not None:
-        raise dbt_error
+    yield from recorded_after_dbt(
+        invocation, lambda events: record_partitions(context, ducklake, lake, written, events, invocation)
+    )
