@@ -17,6 +17,7 @@ from dpone_dagster.release.errors import MembershipError, NativeCompileError, So
 from dpone_dagster.release.native import compile_native, discover_projects
 from dpone_dagster.release.source import open_source
 from tests.release.real_pipeline import SYNTHETIC_PROJECT, replay_compile
+from tests.synthetic_project import NATIVE_MODELS
 
 PROJECT = "dbt_project_synthetic"
 FCT_ORDERS = f"model.{PROJECT}.fct_orders"
@@ -38,7 +39,7 @@ def test_the_synthetic_project_compiles_to_its_models(real_compile):
     [project] = compilation.projects
     assert (project.name, project.path) == ("dbt_project_synthetic", ".")
     assert compilation.source_snapshot_digest == real_compile.tree.snapshot.digest
-    assert len(compilation.membership) == 10 and all(uid.startswith("model.dbt_project_synthetic.") for uid in compilation.membership)
+    assert len(compilation.membership) == NATIVE_MODELS and all(uid.startswith("model.dbt_project_synthetic.") for uid in compilation.membership)
     assert project.logical_writes["marts.fct_orders"] == "model.dbt_project_synthetic.fct_orders"
     assert {node.materialized for node in project.nodes} >= {"table", "incremental"}
     closure = {item.path for item in project.closure}

@@ -181,24 +181,36 @@ def test_from_git_outside_a_checkout_or_on_a_detached_head_is_refused(tmp_path, 
     assert _ids().keys() <= {"prod"}
 
 
+def _rebuild_domains(lake, release) -> None:
+    """Forget the domains' definitions built earlier in this process (the release jobs take their
+    `dpone/workspace` tag when their module is imported; a real process loads them once)."""
+    import importlib
+
+    lake._defs.cache_clear()
+    release._defs.cache_clear()
+    for module in ("jobs", "operations", "sensors", "definitions"):
+        importlib.reload(importlib.import_module(f"dpone_dagster.defs.release.{module}"))
+
+
 def test_loading_the_code_location_in_a_branch_deployment_creates_its_fork(branch_deployment):
     import importlib
 
-    from dpone_dagster.defs import lake
+    from dpone_dagster.defs import lake, release
 
     assert PR_FORK not in _ids()
     try:
         import dpone_dagster.definitions as location  # a first import loads it; an earlier one is reloaded
 
-        lake._defs.cache_clear()  # built once per process: an earlier test may have built it as prod's
+        _rebuild_domains(lake, release)  # built once per process: an earlier test may have built them as prod's
         importlib.reload(location)
         assert location.BRANCH_FORK.workspace_id == PR_FORK and location.BRANCH_FORK.action in ("created", "exists")
         assert _ids()[PR_FORK] == "prod"
         jobs = location.defs.get_repository_def().get_all_jobs()
-        assert {j.run_tags.get("dpone/workspace") for j in jobs if not j.name.startswith("__")} == {PR_FORK}
+        tagged = {j.name: j.run_tags.get("dpone/workspace") for j in jobs if not j.name.startswith("__")}
+        assert set(tagged.values()) == {PR_FORK}, sorted(n for n, w in tagged.items() if w != PR_FORK)
     finally:
         branch_deployment.delenv("DAGSTER_CLOUD_IS_BRANCH_DEPLOYMENT")
-        lake._defs.cache_clear()
+        _rebuild_domains(lake, release)
         importlib.reload(location)  # later tests get the location as it loads outside a branch deployment
     assert location.BRANCH_FORK is None
 

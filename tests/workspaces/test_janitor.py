@@ -7,6 +7,7 @@ namespaces on the embedded default and on PostgreSQL + S3.
 
 from __future__ import annotations
 
+import sys
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -27,7 +28,13 @@ LONG_AGO = NOW - timedelta(days=10)
 
 
 @pytest.fixture(autouse=True)
-def _fresh_touch_memo():
+def _fresh_touch_memo(monkeypatch):
+    # NOW is each test's own start, not the module's import: under pytest-xdist a test can run many
+    # minutes after collection, and a fork created with the real clock would then be "newer" than
+    # an injected NOW + 5 minutes.
+    now = datetime.now(UTC)
+    monkeypatch.setattr(sys.modules[__name__], "NOW", now)
+    monkeypatch.setattr(sys.modules[__name__], "LONG_AGO", now - timedelta(days=10))
     forget_touches()
     yield
     forget_touches()
