@@ -27,7 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from dpone_dagster.config import DponeConfig, LakeConfig, load_config
+from bench.bench_forks import _config as forks_config
+from dpone_dagster.config import DponeConfig
 from dpone_dagster.lake.diff import fork_diff
 from dpone_dagster.lake.pins import fork_session_snapshots
 from dpone_dagster.lake.promote import promote
@@ -42,14 +43,8 @@ GOAL = 1.0  # promote <= rebuild for mart-like tables
 
 
 def _config(root: Path, workspace: str = "prod") -> DponeConfig:
-    base = load_config()
-    lake = LakeConfig(
-        name="main",
-        catalog=str(root / "lakes" / "main.ducklake"),
-        data_path=str(root / "lakes" / "storage" / "main") + "/",
-        attach_args={"DATA_INLINING_ROW_LIMIT": 0},
-    )
-    return base.model_copy(update={"state_dir": root, "lakes": (lake,), "control_store_url": None, "workspace": workspace})
+    """bench_forks's embedded lake under `root`, acting as `workspace`."""
+    return forks_config(root).model_copy(update={"workspace": workspace})
 
 
 def _build_sql(i: int, salt: int) -> str:

@@ -132,7 +132,7 @@ def _target_options(me: PhysicalLake) -> Options:
     return options
 
 
-def _ancestor_options(lake: PhysicalLake, snapshot: int | None = None) -> Options:
+def ancestor_options(lake: PhysicalLake, snapshot: int | None = None) -> Options:
     """READ_ONLY at the ancestor's own place; `snapshot` (a pin, see `lake/pins.py`) attaches it at
     that DuckLake snapshot, so every view over it reads the pinned data with unchanged view SQL."""
     options = strip_options(normalize_options(lake.settings.attach_args), ANCESTOR_OWNED_OPTIONS)
@@ -149,7 +149,7 @@ def _ancestor_options(lake: PhysicalLake, snapshot: int | None = None) -> Option
     return options
 
 
-def _secret_and_attach(lake: PhysicalLake, alias: str, options: Options) -> tuple[Statement, ...]:
+def secret_and_attach(lake: PhysicalLake, alias: str, options: Options) -> tuple[Statement, ...]:
     """The storage secret (for `s3://` data paths) and the ATTACH of one physical lake."""
     access = "read" if option_value(options, "READ_ONLY") is True else "fork"
     s3_access_warning(lake.settings.storage, lake.data_path, access)
@@ -326,7 +326,7 @@ def resolve_workspace_lake(
     adapter = ports.catalogs.for_kind(me.namespace.catalog.kind)
     alias = lake_alias(lake)
     options = _target_options(me)
-    *setup, target = _secret_and_attach(me, alias, options)
+    *setup, target = secret_and_attach(me, alias, options)
     return ResolvedLake(
         alias=alias,
         workspace_id=workspace_id,
@@ -342,7 +342,7 @@ def resolve_workspace_lake(
             AncestorAttach(
                 a.workspace_id,
                 aliases[a.workspace_id],
-                _secret_and_attach(a, aliases[a.workspace_id], _ancestor_options(a, view.pins.get(a.workspace_id))),
+                secret_and_attach(a, aliases[a.workspace_id], ancestor_options(a, view.pins.get(a.workspace_id))),
             )
             for a in ancestors
             if a.workspace_id in attachable
@@ -386,7 +386,7 @@ def ancestor_reads(workspace_id: str, lake: str, config: DponeConfig, *, pinned:
         AncestorAttach(
             a.workspace_id,
             aliases[a.workspace_id],
-            _secret_and_attach(a, aliases[a.workspace_id], _ancestor_options(a, view.pins.get(a.workspace_id) if pinned else None)),
+            secret_and_attach(a, aliases[a.workspace_id], ancestor_options(a, view.pins.get(a.workspace_id) if pinned else None)),
         )
         for a in ancestors
     )

@@ -3,7 +3,7 @@
 A fork reads its ancestors *live* by default: each defer view reads whatever the owner has now. A
 *pinned* fork (`dpone fork create --pin`, or `defer: pinned` on the lake in dpone.yaml) reads each
 ancestor at the DuckLake snapshot it had when the fork was created: resolution attaches that
-ancestor READ_ONLY with `SNAPSHOT_VERSION <pin>` (see `fork_plan._ancestor_options`), so the defer
+ancestor READ_ONLY with `SNAPSHOT_VERSION <pin>` (see `fork_plan.ancestor_options`), so the defer
 views keep their SQL and steady-state runs make no fork snapshot. `repin` moves the pins to the
 ancestors' current snapshots. Pins live in the control store (`fork_pin`), one row per (fork, lake,
 ancestor); a fork-mode lake without rows is live.

@@ -40,7 +40,7 @@ from dpone_dagster.errors import LakeError, WorkspaceError
 from dpone_dagster.lake.defer import TableName
 from dpone_dagster.lake.diff import ForkDiff, diff_document, nearest_owner, recorded_diff
 from dpone_dagster.lake.diff_sql import TableVersions, columns_of
-from dpone_dagster.lake.fork_plan import _ancestor_options, _secret_and_attach, ancestor_reads, physical_lake
+from dpone_dagster.lake.fork_plan import ancestor_options, secret_and_attach, ancestor_reads, physical_lake
 from dpone_dagster.lake.naming import ancestor_alias
 from dpone_dagster.lake.pins import built_from
 from dpone_dagster.lake.ports import Clock, utc_now
@@ -177,7 +177,7 @@ def promote(
     aliases = {m: a for m, a in members.items() if a in attached} | {acting: parent.alias}
     conn = parent.connect()
     try:
-        for statement in _secret_and_attach(fork_lake, fork_alias, _ancestor_options(fork_lake)):
+        for statement in secret_and_attach(fork_lake, fork_alias, ancestor_options(fork_lake)):
             conn.execute(statement.render(redact=False))
         versions = TableVersions(conn)  # one read of each lake's snapshot log, before anything is written
         conflicts = _conflicts(versions, config, view, reviewed, names, aliases.get)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from dpone_dagster.control.store import reset_store_cache
+from dpone_dagster.workspaces.service import Workspaces
 
 from .lakes import LakeEnv, embedded_env, pg_s3_env
 
@@ -35,3 +36,10 @@ def embedded_lake(_isolated_state) -> LakeEnv:
 def pg_s3_lake(request, _isolated_state) -> LakeEnv:
     reset_store_cache()
     return _pg_s3(request)
+
+
+@pytest.fixture
+def service(request) -> Workspaces:
+    """The workspace service over whichever lake fixture (`lake_env` or `embedded_lake`) the test uses."""
+    env = request.getfixturevalue(next(n for n in ("lake_env", "embedded_lake") if n in request.fixturenames))
+    return Workspaces(env.config)

@@ -140,6 +140,15 @@ def run_sql(env: LakeEnv, workspace: str, sql: str | list[str], *, targets=(), f
         return conn.execute(fetch).fetchall() if fetch else None
 
 
+def rows(env: LakeEnv, workspace: str, sql: str):
+    """`sql`'s rows, read in `workspace` (no target, so its defer views stay as they are)."""
+    return run_sql(env, workspace, [], fetch=sql)
+
+
+def current_snapshot(env: LakeEnv, workspace: str = "prod") -> int:
+    return rows(env, workspace, "SELECT id FROM lake_main.current_snapshot()")[0][0]
+
+
 def materialize(env: LakeEnv, workspace: str, table: str, select_sql: str, *, status: str = "materialized") -> int:
     """A managed materialize with plain SQL: target attach, CREATE OR REPLACE TABLE, tracking."""
     from dpone_dagster.lake.resolve import TableName

@@ -11,19 +11,11 @@ from dpone_dagster.lake.resolve import resolve
 from dpone_dagster.lake.tracking import fork_state
 from dpone_dagster.workspaces.service import Workspaces
 
-from .lakes import fingerprint, fork_prefix, fork_schema, materialize, run_sql, set_lake_settings
+from .lakes import fingerprint, fork_prefix, fork_schema, materialize, rows, run_sql, set_lake_settings
 
 
-@pytest.fixture
-def service(request):
-    env = request.getfixturevalue(
-        next(n for n in ("lake_env", "embedded_lake") if n in request.fixturenames)
-    )
-    return Workspaces(env.config)
 
 
-def rows(env, ws, sql):
-    return run_sql(env, ws, [], fetch=sql)
 
 
 def test_fork_defers_to_the_parents_current_rows_and_never_writes_it(lake_env, service):

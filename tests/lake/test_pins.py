@@ -20,21 +20,13 @@ from dpone_dagster.lake.pins import built_from, oldest_pinned_snapshot, pins
 from dpone_dagster.lake.resolve import resolve
 from dpone_dagster.workspaces.service import Workspaces
 
-from .lakes import materialize, run_sql
+from .lakes import current_snapshot, materialize, rows, run_sql
 
 
-@pytest.fixture
-def service(request):
-    env = request.getfixturevalue(next(n for n in ("lake_env", "embedded_lake") if n in request.fixturenames))
-    return Workspaces(env.config)
 
 
-def rows(env, ws, sql):
-    return run_sql(env, ws, [], fetch=sql)
 
 
-def parent_snapshot(env) -> int:
-    return rows(env, "prod", "SELECT id FROM lake_main.current_snapshot()")[0][0]
 
 
 def fork_snapshots(env, ws) -> int:
@@ -43,7 +35,7 @@ def fork_snapshots(env, ws) -> int:
 
 def test_pinned_fork_keeps_old_rows_live_fork_sees_new_ones_and_repin_moves_forward(lake_env, service):
     materialize(lake_env, "prod", "orders", "SELECT range AS id FROM range(5)")
-    pinned_at = parent_snapshot(lake_env)
+    pinned_at = current_snapshot(lake_env)
     service.create_fork("wm-fork-pin", "prod", owner="alice", pin=True)
     service.create_fork("wm-fork-live", "prod", owner="alice")
     assert pins(lake_env.config, "wm-fork-pin", "main") == {"prod": pinned_at}
@@ -60,18 +52,18 @@ def test_pinned_fork_keeps_old_rows_live_fork_sees_new_ones_and_repin_moves_forw
     assert fork_snapshots(lake_env, "wm-fork-pin") == before
 
     moved = service.repin("wm-fork-pin", actor="alice")
-    assert moved == {"main": {"prod": parent_snapshot(lake_env)}} and moved["main"]["prod"] > pinned_at
+    assert moved == {"main": {"prod": current_snapshot(lake_env)}} and moved["main"]["prod"] > pinned_at
     assert rows(lake_env, "wm-fork-pin", "SELECT count(*), sum(id) FROM lake_main.orders") == [(4, 310)]
     assert fork_snapshots(lake_env, "wm-fork-pin") == before  # same view SQL: repin costs no fork snapshot
 
 
 def test_fork_materialize_records_what_it_built_from(lake_env, service):
     materialize(lake_env, "prod", "orders", "SELECT range AS id FROM range(5)")
-    pinned_at = parent_snapshot(lake_env)
+    pinned_at = current_snapshot(lake_env)
     service.create_fork("wm-fork-pin", "prod", owner="alice", pin=True)
     service.create_fork("wm-fork-live", "prod", owner="alice")
     materialize(lake_env, "prod", "orders", "SELECT 1 AS id")
-    now = parent_snapshot(lake_env)
+    now = current_snapshot(lake_env)
     for fork in ("wm-fork-pin", "wm-fork-live"):
         materialize(lake_env, fork, "mart.summary", "SELECT count(*) AS n FROM lake_main.orders")
     assert built_from(lake_env.config, "wm-fork-pin", "main", "mart.summary") == {"prod": pinned_at}
@@ -152,7 +144,7 @@ def test_lake_setting_pins_and_cli_reports_pin(embedded_lake, service, monkeypat
     lake = embedded_lake.lake.model_copy(update={"defer": "pinned"})
     config = embedded_lake.config.model_copy(update={"lakes": (lake,)})
     Workspaces(config).create_fork("wm-fork-cfg", "prod", owner="alice")
-    assert pins(config, "wm-fork-cfg", "main") == {"prod": parent_snapshot(embedded_lake)}
+    assert pins(config, "wm-fork-cfg", "main") == {"prod": current_snapshot(embedded_lake)}
 
 
 def test_repin_of_unknown_workspace_and_unreadable_pin_are_refused(embedded_lake, service):

@@ -5,27 +5,17 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-import pytest
 
 from dpone_dagster.lake.defer import TableName
 from dpone_dagster.lake.staleness import lake_staleness
-from dpone_dagster.workspaces.service import Workspaces
 
-from .lakes import materialize, run_sql
-
-
-@pytest.fixture
-def service(request):
-    env = request.getfixturevalue(next(n for n in ("lake_env", "embedded_lake") if n in request.fixturenames))
-    return Workspaces(env.config)
+from .lakes import current_snapshot, materialize, rows, run_sql
 
 
-def rows(env, ws, sql):
-    return run_sql(env, ws, [], fetch=sql)
 
 
-def current(env) -> int:
-    return rows(env, "prod", "SELECT id FROM lake_main.current_snapshot()")[0][0]
+
+
 
 
 def snapshot_time(env, snapshot: int):
@@ -36,7 +26,7 @@ def test_pinned_fork_staleness_is_exact_on_a_known_sequence(lake_env, service):
     materialize(lake_env, "prod", "orders", "SELECT range AS id FROM range(5)")
     materialize(lake_env, "prod", "customers", "SELECT 1 AS id")
     service.create_fork("wm-fork-pin", "prod", owner="alice", pin=True)
-    pin = current(lake_env)
+    pin = current_snapshot(lake_env)
     fresh = lake_staleness("wm-fork-pin", "main", lake_env.config)
     assert fresh.mode == "pinned" and fresh.pins == {"prod": pin}
     assert [(d.table, d.snapshots_behind, d.table_changed) for d in fresh.deferred] == [
@@ -48,7 +38,7 @@ def test_pinned_fork_staleness_is_exact_on_a_known_sequence(lake_env, service):
     materialize(lake_env, "prod", "orders", "SELECT range AS id FROM range(6)")
     materialize(lake_env, "prod", "orders", "SELECT range AS id FROM range(7)")
     run_sql(lake_env, "prod", "INSERT INTO lake_main.customers VALUES (2)")
-    assert current(lake_env) == pin + 3
+    assert current_snapshot(lake_env) == pin + 3
     moved_on_at = snapshot_time(lake_env, pin + 1)
     report = lake_staleness(
         "wm-fork-pin", "main", lake_env.config, clock=lambda: moved_on_at + timedelta(seconds=90)
@@ -72,7 +62,7 @@ def test_fork_built_table_reports_upstream_changed_after_parent_commits(lake_env
     materialize(lake_env, "prod", "other", "SELECT 1 AS x")
     service.create_fork("wm-fork-live", "prod", owner="alice")
     materialize(lake_env, "wm-fork-live", "mart.summary", "SELECT count(*) AS n FROM lake_main.orders")
-    built = current(lake_env)
+    built = current_snapshot(lake_env)
     report = lake_staleness("wm-fork-live", "main", lake_env.config)
     assert report.mode == "live"
     (summary,) = report.built
