@@ -20,7 +20,8 @@ from dagster import Definitions
 from dpone_dagster.workspaces.branch import ensure_for_deployment
 
 # In a Dagster+ branch deployment, its fork exists (or, PR closed/merged, is dropped) before any
-# domain loads: the dbt assets read the fork's state at load. Elsewhere this does nothing.
+# domain loads: the jobs take the fork's `dpone/workspace` tag at load. Elsewhere this only reads the
+# configuration (no control-store access).
 BRANCH_FORK = ensure_for_deployment()
 
 from dpone_dagster.defs import dbt, lake, release  # noqa: E402
