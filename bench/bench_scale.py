@@ -13,7 +13,7 @@ Rows (issue 13), each a ratio measured side by side in this run, with its goal a
 
 Sizes come from the environment so a quick run is possible: `BENCH_SCALE_MODELS` (default 1000),
 `BENCH_SCALE_BASE_MODELS` (100), `BENCH_SCALE_WORKLOADS` (10000), `BENCH_SCALE_ROUNDS` (3); the rows
-name the sizes they measured.
+name the sizes they measured. `BENCH_SCALE_PARTS` (default `location,forks,release`) picks row families.
 
 What a reader could get wrong: the manifest is prepared (one `dbt parse`) before any load is timed,
 as a deployed location has it; loads and queries are timed in fresh processes. The fork parent's N
@@ -42,6 +42,8 @@ MODELS = int(os.environ.get("BENCH_SCALE_MODELS", 1000))
 BASE_MODELS = int(os.environ.get("BENCH_SCALE_BASE_MODELS", 100))
 WORKLOADS = int(os.environ.get("BENCH_SCALE_WORKLOADS", 10_000))
 ROUNDS = int(os.environ.get("BENCH_SCALE_ROUNDS", 3))
+# Which row families to run: any of location, forks, release (comma-separated); all by default.
+PARTS = tuple(p.strip() for p in os.environ.get("BENCH_SCALE_PARTS", "location,forks,release").split(",") if p.strip())
 SEED = 1
 PEAK_LIMIT_MB = 1024
 
@@ -256,8 +258,15 @@ def run() -> list[dict[str, object]]:
     try:
         root = generate(MODELS, MODELS // 10, SEED)  # the same project as the release row's large side
         rows: list[dict[str, object]] = []
-        for part in (lambda: _location_rows(root, work / "location"), lambda: _fork_rows(root, work / "forks"),
-                     lambda: _release_rows(work / "release")):
+        parts = {"location": lambda: _location_rows(root, work / "location"),
+                 "forks": lambda: _fork_rows(root, work / "forks"),
+                 "release": lambda: _release_rows(work / "release")}
+        unknown = sorted(set(PARTS) - set(parts))
+        if unknown:
+            raise ValueError(f"BENCH_SCALE_PARTS: unknown part(s) {unknown}; known: {sorted(parts)}")
+        for name, part in parts.items():
+            if name not in PARTS:
+                continue
             rows += part()
             for row in rows[-2:]:  # a long run shows its figures as they come
                 print(f"[bench_scale] {row['name']}: {row.get('ratio', '')} {row['goal']} | {row['note']}", file=sys.stderr, flush=True)
