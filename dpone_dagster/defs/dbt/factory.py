@@ -269,18 +269,20 @@ def fork_aware_dbt_assets(
             code="dbt.lake_mismatch",
         )
     args = tuple(build_args)
+    with translator.resolved_workspace():  # dagster-dbt builds every spec here: read the workspace once
+        build = dbt_assets(
+            manifest=project.manifest_path,
+            project=project,
+            dagster_dbt_translator=translator,
+            name=name or f"{_identifier(project.name)}_dbt_build",
+            select=select,
+            exclude=exclude,
+            pool=f"ducklake_{lake}",
+            required_resource_keys={dbt_resource_key, "ducklake"},
+            op_tags={IN_PROCESS_ALONE_TAG: "true"},  # a dbt-only run executes in the run worker
+        )
 
-    @dbt_assets(
-        manifest=project.manifest_path,
-        project=project,
-        dagster_dbt_translator=translator,
-        name=name or f"{_identifier(project.name)}_dbt_build",
-        select=select,
-        exclude=exclude,
-        pool=f"ducklake_{lake}",
-        required_resource_keys={dbt_resource_key, "ducklake"},
-        op_tags={IN_PROCESS_ALONE_TAG: "true"},  # a dbt-only run executes in the run worker
-    )
+    @build
     def _fork_aware_dbt_assets(context):  # no annotation: a string one (future import) is refused
         dbt = getattr(context.resources, dbt_resource_key)
         # sources edited since the manifest was prepared (a run worker never re-parses): the graph

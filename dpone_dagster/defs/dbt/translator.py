@@ -20,7 +20,8 @@ fork-state job and `fork_state_sensor` record (`dpone_dagster.defs.lake.observat
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from dagster import AssetKey, AssetSpec
@@ -52,13 +53,30 @@ def tag_value(text: str) -> str:
 
 
 class ForkAwareDbtTranslator(DagsterDbtTranslator):
-    """`workspace` defaults to the configured one (`DPONE_WORKSPACE`), read when specs are built."""
+    """`workspace` defaults to the configured one (`DPONE_WORKSPACE`), read when specs are built.
+
+    Specs are memoized per (manifest, node, project, workspace), like dagster-dbt memoizes its own:
+    dagster-dbt asks for a node's spec again for every child and every test of it, and each answer
+    would otherwise be a fresh `merge_attributes`. Inside `resolved_workspace()` (the factory's
+    spec build) the configured workspace is read once instead of once per call."""
 
     def __init__(self, lake: str = DEFAULT_LAKE, workspace: str | None = None, group_name: str | None = None) -> None:
         super().__init__()
         self.lake = lake
         self.workspace = workspace
         self.group_name = group_name
+        self._resolved: str | None = None
+        self._specs: dict[tuple[int, str, int, str], AssetSpec] = {}
+
+    @contextmanager
+    def resolved_workspace(self) -> Iterator[str]:
+        """Read the configured workspace once for the specs built inside the block."""
+        previous = self._resolved
+        self._resolved = self.workspace or load_config().workspace
+        try:
+            yield self._resolved
+        finally:
+            self._resolved = previous
 
     def get_asset_key(self, dbt_resource_props: Mapping[str, Any]) -> AssetKey:
         if dbt_resource_props.get("resource_type") in _TABLE_NODES:
@@ -69,14 +87,19 @@ class ForkAwareDbtTranslator(DagsterDbtTranslator):
         return self.group_name or super().get_group_name(dbt_resource_props)
 
     def get_asset_spec(self, manifest: Mapping[str, Any], unique_id: str, project: Any) -> AssetSpec:
+        workspace = self.workspace or self._resolved or load_config().workspace
+        memo = (id(manifest), unique_id, id(project), workspace)
+        found = self._specs.get(memo)
+        if found is not None:
+            return found
         spec = super().get_asset_spec(manifest, unique_id, project)
-        props = self.get_resource_props(manifest, unique_id)
-        if props.get("resource_type") not in _TABLE_NODES:
-            return spec
-        workspace = self.workspace or load_config().workspace
-        if workspace == ROOT_WORKSPACE:
-            return spec.merge_attributes(kinds={LAKE_KIND})
-        return spec.merge_attributes(kinds={LAKE_KIND, FORK_KIND}, tags={WORKSPACE_TAG: tag_value(workspace)})
+        if self.get_resource_props(manifest, unique_id).get("resource_type") in _TABLE_NODES:
+            if workspace == ROOT_WORKSPACE:
+                spec = spec.merge_attributes(kinds={LAKE_KIND})
+            else:
+                spec = spec.merge_attributes(kinds={LAKE_KIND, FORK_KIND}, tags={WORKSPACE_TAG: tag_value(workspace)})
+        self._specs[memo] = spec
+        return spec
 
 
 class SyntheticDbtTranslator(ForkAwareDbtTranslator):
