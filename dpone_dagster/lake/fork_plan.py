@@ -15,8 +15,10 @@ forks stay isolated), unless its lake is stamped shared. Then:
    names its read set (`lake/reads.py`) gets only the views it reads, the rest come later on need;
 4. targets that are live views in the fork are dropped right after the target attach.
 
-Cost: the control store answers in five queries (chain, settings, tracking, pins, own partitions)
-and each distinct catalog database in one connection, so resolution grows with chain depth, never with the number of tables. A DuckDB-file
+Cost: the control store answers in five queries (chain, settings, own partitions, tracking, pins)
+and each distinct catalog database in one connection, so resolution grows with chain depth, never with the number of tables;
+with a read set the tracking query returns only the read tables' rows (filtered in SQL), so the
+plan's rows grow with what the job reads, not with what the ancestors own. A DuckDB-file
 fork catalog is not opened here at all: `apply()` reads its live views after attaching it.
 
 What a reader could get wrong: the transition keys on the fork catalog's live views read when the
@@ -55,7 +57,7 @@ from dpone_dagster.lake.naming import (
     lake_alias,
 )
 from dpone_dagster.lake.partitions import PartitionView, partition_views
-from dpone_dagster.lake.reads import ReadSet, keep_read
+from dpone_dagster.lake.reads import ReadSet, keep_read, tracked_for
 from dpone_dagster.lake.ports import CatalogFacts, Clock, LiveViewTriples, Namespace, utc_now
 from dpone_dagster.lake.registry import CACHE, ForkDroppingError, NamespaceRecord, RegistrationCache, register
 from dpone_dagster.lake.defer import DeferPlan, DeferView, LiveViews, TableName
@@ -297,7 +299,7 @@ def resolve_workspace_lake(
 ) -> ResolvedLake:
     """`reads` (see `lake/reads.py`): only those defer views are created; None = every table."""
     ports = ports or LakePorts()
-    view = workspace_lake_view(workspace_id, lake, config)
+    view = workspace_lake_view(workspace_id, lake, config, tracked_for(reads, CURRENT_SUFFIX))
     own = view.settings[workspace_id].settings
     if not view.fork_mode:
         return root_resolution(workspace_id, own, config, targets)
@@ -374,7 +376,7 @@ class AncestorReads:
 def ancestor_reads(workspace_id: str, lake: str, config: DponeConfig, *, pinned: bool = True) -> AncestorReads:
     """The ancestor attaches of `workspace_id`'s lake (`pinned=False`: at their current snapshot).
     Registers nothing and attaches nothing; empty outside fork mode."""
-    view = workspace_lake_view(workspace_id, lake, config)
+    view = workspace_lake_view(workspace_id, lake, config, tables=())  # no tracking: attaches only
     if not view.fork_mode:
         return AncestorReads()
     own = view.settings[workspace_id].settings

@@ -12,6 +12,9 @@ What a reader could get wrong:
 - a read set never drops anything: a live defer view outside the set is left alone even when it is
   stale (its owner changed), because another run reading it may be using it; it is re-pointed by
   the next resolution that reads it.
+- a read set also bounds what resolution reads from the control store: tracking rows of the read
+  tables (and of the tables an SCD2 companion reads) only, filtered in SQL (`tracked_for`), so the
+  plan costs rows in proportion to the read set, not to the tables the ancestors own.
 - the set names *views*: an SCD2 `<table>_current` companion is created only when the job reads
   `<table>_current` itself; per-partition union views (`lake/partitions.py`) are never filtered.
 """
@@ -43,6 +46,19 @@ def keep_read(views: Iterable[DeferView], reads: ReadSet) -> list[DeferView]:
     if reads is None:
         return views
     return [view for view in views if view.name in reads]
+
+
+def tracked_for(reads: ReadSet, companion_suffix: str) -> frozenset[TableName] | None:
+    """The tables whose tracking rows a job with read set `reads` needs: each read name, and the
+    table an SCD2 companion (`<table><companion_suffix>`) reads from; None without a read set."""
+    if reads is None:
+        return None
+    sources = {
+        TableName(name.schema, name.table.removesuffix(companion_suffix))
+        for name in reads
+        if name.table.endswith(companion_suffix) and name.table != companion_suffix
+    }
+    return frozenset(reads) | sources
 
 
 def reads_to_env(reads: Iterable[str]) -> str:

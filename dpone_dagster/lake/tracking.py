@@ -2,7 +2,8 @@
 
 Every managed materialize records (workspace, lake, schema, table, partition, status, snapshot id,
 captured column schema). Fork resolution reads these rows for the whole ancestor chain in one query
-to decide which tables a fork defers, and to which ancestor.
+to decide which tables a fork defers, and to which ancestor (only the rows of the tables a job reads
+when it names a read set, see `lake/reads.py`).
 
 What a reader could get wrong: only tracked tables defer. A table an ancestor wrote with raw SQL
 (no record) or whose every recorded partition last *failed* is not owned by that ancestor, so it
@@ -16,7 +17,7 @@ descendants read it as `missing` (no view, a warning) until the owner materializ
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -114,9 +115,21 @@ def _normalize_columns(columns: Columns) -> list[list[str]]:
     return out
 
 
-def read_chain_tracking(conn: Connection, workspace_ids: Sequence[str], lake: str) -> ChainTracking:
+MAX_FILTERED_TABLES = 2000
+"""A `tables` filter longer than this reads the whole chain instead (one bound parameter per name)."""
+
+
+def read_chain_tracking(
+    conn: Connection, workspace_ids: Sequence[str], lake: str, tables: Collection[TableName] | None = None
+) -> ChainTracking:
     """One query, whatever the number of tables, partitions or workspaces: a table is owned when
-    any of its partitions last materialized; its captured schema rides along."""
+    any of its partitions last materialized; its captured schema rides along.
+
+    `tables` (None: every table) restricts the rows to those names, filtered in SQL, so a job that
+    names what it reads costs rows in proportion to that, not to what the chain owns; an empty
+    collection reads nothing (no query)."""
+    if tables is not None and not tables:
+        return ChainTracking()
     p, s = materialized_partition, materialized_asset_schema
     same_table = sa.and_(
         s.c.workspace_id == p.c.workspace_id,
@@ -132,8 +145,16 @@ def read_chain_tracking(conn: Connection, workspace_ids: Sequence[str], lake: st
         .where(p.c.workspace_id.in_(list(workspace_ids)), p.c.lake == lake)
         .group_by(p.c.workspace_id, p.c.schema_name, p.c.table_name, s.c.columns)
     )
+    wanted = None if tables is None or len(tables) > MAX_FILTERED_TABLES else frozenset(tables)
+    if wanted is not None:  # (schema, table) pairs: both columns filtered in SQL, the pair below
+        query = query.where(
+            p.c.table_name.in_(sorted({t.table for t in wanted})),
+            p.c.schema_name.in_(sorted({t.schema for t in wanted})),
+        )
     result = ChainTracking()
     for ws, schema, table, owned, columns, gone in conn.execute(query):
+        if wanted is not None and TableName(schema, table) not in wanted:
+            continue
         entry = TrackedTable(bool(owned) and not gone, columns, bool(gone))
         result.tables.setdefault(ws, {})[TableName(schema, table)] = entry
     return result
@@ -276,10 +297,16 @@ class WorkspaceLakeView:
         return self.is_fork_at(0)
 
 
-def workspace_lake_view(workspace_id: str, lake: str, config: DponeConfig) -> WorkspaceLakeView:
+def workspace_lake_view(
+    workspace_id: str, lake: str, config: DponeConfig, tables: Collection[TableName] | None = None
+) -> WorkspaceLakeView:
     """The chain, settings, tracking, pins and own partitions in one connection (five queries,
     whatever the depth).
 
+    `tables` (None: every table) limits `tracking` to those names plus the tables this workspace
+    built by partition (their union views always need their owners): a fork job's read set makes
+    the rows read grow with what the job reads, never with what the chain owns. Code that asks
+    about tables outside `tables` must not use such a view (it would read them as absent).
     A workspace whose incarnation is being dropped is refused (`workspace.dropping`)."""
     check_workspace_id(workspace_id)
     config.lake(lake)
@@ -296,9 +323,10 @@ def workspace_lake_view(workspace_id: str, lake: str, config: DponeConfig) -> Wo
             )
         ids = [w.id for w in chain]
         settings = lake_settings(conn, ids, config, lake)
-        tracking = read_chain_tracking(conn, ids, lake)
-        pins = read_pins(conn, workspace_id, lake)
         partitions = read_partitions(conn, workspace_id, lake)
+        wanted = None if tables is None else {*tables, *partitions}
+        tracking = read_chain_tracking(conn, ids, lake, wanted)
+        pins = read_pins(conn, workspace_id, lake)
     return WorkspaceLakeView(tuple(chain), {ws: settings[ws][lake] for ws in ids}, tracking, pins, partitions)
 
 

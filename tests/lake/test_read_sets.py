@@ -147,3 +147,17 @@ def test_a_read_set_names_tables(embedded_lake, reads):
         return
     with pytest.raises(InvalidTargetError):
         resolve("prod", "main", config=embedded_lake.config, reads=reads)
+
+
+def test_a_job_reading_only_the_scd2_companion_gets_it(embedded_lake):
+    """The companion `<table>_current` reads `<table>`: a read set naming only the companion must
+    still bring `<table>`'s tracking (whose captured schema marks it SCD2) into the plan."""
+    from .lakes import materialize, rows
+
+    materialize(embedded_lake, "prod", "hist", "SELECT range AS id, range % 2 = 0 AS is_current FROM range(6)")
+    Workspaces(embedded_lake.config).create_fork(FORK, "prod", owner="alice")
+    planned = resolve(FORK, "main", config=embedded_lake.config, reads=["main.hist_current"])
+    assert [str(v.name) for v in planned.views] == ["main.hist_current"]
+    _, live = _job(embedded_lake, FORK, reads=["main.hist_current"])
+    assert live == ["main.hist_current"]
+    assert rows(embedded_lake, FORK, "SELECT count(*) FROM lake_main.hist_current") == [(3,)]
