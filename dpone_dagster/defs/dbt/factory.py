@@ -40,6 +40,7 @@ from dagster_dbt import DbtCliInvocation, DbtCliResource, DbtProject, dbt_assets
 from dagster_dbt.asset_utils import get_manifest_and_translator_from_dbt_assets
 
 from dpone_dagster.config import DEFAULT_LAKE, load_config
+from dpone_dagster.defs.dbt.cli import InstalledDbtCliResource
 from dpone_dagster.defs.dbt.project import DbtProjectError, dbt_executable, manifest_is_current, prepare_manifest
 from dpone_dagster.defs.dbt.reads import dbt_reads
 from dpone_dagster.defs.dbt.translator import ForkAwareDbtTranslator, table_of
@@ -226,8 +227,9 @@ def fork_aware_dbt_resource(project: DbtProject) -> ResourceDefinition:
     `DbtCliResource` is configurable: a launch could override `project_dir`, `profiles_dir`,
     `profile`, `target`, `dbt_executable`, ... and point dbt at another profile or program. Handed
     to Dagster as a fixed object with an empty config schema, any such run config fails validation.
+    It is an `InstalledDbtCliResource` (`defs/dbt/cli.py`): no `dbt --version`, no in-process adapter.
     """
-    resource = DbtCliResource(project_dir=project, dbt_executable=dbt_executable())
+    resource = InstalledDbtCliResource(project_dir=project, dbt_executable=dbt_executable())
     return ResourceDefinition(
         resource_fn=lambda _context: resource,
         config_schema={},

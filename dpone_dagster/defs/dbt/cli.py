@@ -1,0 +1,49 @@
+"""The dbt CLI resource the dbt assets run: dagster-dbt's `DbtCliResource` without two fixed costs.
+
+Before it starts `dbt build`, `DbtCliResource.cli()` (dagster-dbt 0.29) does two things a
+fork-aware run never uses, each costing about as much as a small dbt run itself:
+
+- it runs `dbt --version` in a subprocess (a whole dbt start-up) to learn whether the executable is
+  dbt Core or the Fusion engine. When the executable is the `dbt` installed next to this interpreter
+  (`project.dbt_executable()`, the venv's), its version *is* the installed dbt-core package's
+  (`dagster_dbt.compat.DBT_PYTHON_VERSION`); any other executable is still asked.
+- it builds a dbt Core adapter in-process (profile, project, adapter registration, the base
+  macros). dagster-dbt uses that adapter only for `fetch_row_counts()` and
+  `fetch_column_metadata()`; the dpone assets take their row counts from the lake after dbt exits
+  (`factory.with_lake_metadata`), so no adapter is built (`adapter=None` is dagster-dbt's own
+  fallback when building one fails).
+
+What a reader could get wrong: both overrides are of private dagster-dbt members
+(`_cli_version`, `_initialize_dbt_core_adapter`). `tests/dbt/test_inner_loop_costs.py` fails if a
+dagster-dbt upgrade renames them (the costs would silently come back). A project that wants
+`fetch_row_counts()` on this resource must use a plain `DbtCliResource`.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from functools import cached_property
+from pathlib import Path
+
+from dagster_dbt import DbtCliResource
+from dagster_dbt.compat import DBT_PYTHON_VERSION
+from packaging import version
+
+
+def is_installed_dbt(executable: str) -> bool:
+    """True when `executable` is the `dbt` script next to this interpreter (same venv, same dbt-core)."""
+    return Path(executable).absolute() == Path(sys.executable).with_name("dbt").absolute()
+
+
+class InstalledDbtCliResource(DbtCliResource):
+    """`DbtCliResource` that neither asks `dbt --version` of the venv's dbt nor builds an adapter."""
+
+    @cached_property
+    def _cli_version(self) -> version.Version:
+        if DBT_PYTHON_VERSION is not None and is_installed_dbt(self.dbt_executable):
+            return DBT_PYTHON_VERSION
+        return DbtCliResource._cli_version.func(self)  # another dbt: ask it, as dagster-dbt does
+
+    def _initialize_dbt_core_adapter(self, args: Sequence[str]):  # noqa: ARG002 (dagster-dbt's signature)
+        return None  # only fetch_row_counts/fetch_column_metadata use it; dpone reads the lake
