@@ -102,7 +102,7 @@ def test_a_run_worker_never_parses_even_after_a_model_edit(monkeypatch, prepared
             parsed.append("parse")
             raise AssertionError("dbt parse ran in a run worker")
 
-    monkeypatch.setattr(project_module, "DbtCliResource", NoParse)
+    monkeypatch.setattr(project_module, "InstalledDbtCliResource", NoParse)
     monkeypatch.setattr(project_module, "project_fingerprint", lambda _dir: "edited-since")
     project = project_module.synthetic_dbt_project()
     assert not project_module.manifest_is_current(project)  # as after an edit

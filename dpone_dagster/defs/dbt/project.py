@@ -25,10 +25,11 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
-from dagster_dbt import DbtCliResource, DbtProject
+from dagster_dbt import DbtProject
 from filelock import FileLock, Timeout
 
 from dpone_dagster.config import load_config
+from dpone_dagster.defs.dbt.cli import InstalledDbtCliResource  # no `dbt --version`, no adapter
 from dpone_dagster.errors import DponeError
 
 log = logging.getLogger(__name__)
@@ -114,7 +115,7 @@ def prepare_manifest(project: DbtProject | None = None, *, force: bool = False) 
             if not force and manifest_is_current(project):
                 return False
             fingerprint = project_fingerprint(project.project_dir)
-            invocation = DbtCliResource(project_dir=project, dbt_executable=dbt_executable()).cli(
+            invocation = InstalledDbtCliResource(project_dir=project, dbt_executable=dbt_executable()).cli(
                 list(PARSE_ARGS), target_path=project.target_path, raise_on_error=False
             )
             invocation.wait()
