@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -137,6 +138,15 @@ def workspace_of(row) -> Workspace:
 
 def ancestor_chain(conn: Connection, workspace_id: str) -> list[Workspace]:
     """[workspace, parent, grandparent, ...] with incarnations; empty when it does not exist."""
+    rows = [workspace_of(r) for r in conn.execute(_chain_query(), {"workspace_id": workspace_id})]
+    if not rows and workspace_id == ROOT_WORKSPACE:
+        return [ROOT]
+    return rows
+
+
+@lru_cache(maxsize=1)
+def _chain_query() -> sa.Select:
+    """Built once per process (every fork resolution runs it; building it cost more than running it)."""
     chain = (
         sa.select(
             workspace.c.id,
@@ -145,7 +155,7 @@ def ancestor_chain(conn: Connection, workspace_id: str) -> list[Workspace]:
             workspace.c.created_at,
             sa.literal(0).label("depth"),
         )
-        .where(workspace.c.id == workspace_id)
+        .where(workspace.c.id == sa.bindparam("workspace_id"))
         .cte("chain", recursive=True)
     )
     parent = workspace.alias("parent")
@@ -155,15 +165,11 @@ def ancestor_chain(conn: Connection, workspace_id: str) -> list[Workspace]:
         ).where(parent.c.id == chain.c.parent_id, chain.c.depth < MAX_CHAIN_DEPTH)
     )
     inc = workspace_incarnation
-    query = (
+    return (
         sa.select(chain, inc.c.incarnation, inc.c.state)
         .select_from(chain.outerjoin(inc, inc.c.workspace_id == chain.c.id))
         .order_by(chain.c.depth)
     )
-    rows = [workspace_of(r) for r in conn.execute(query)]
-    if not rows and workspace_id == ROOT_WORKSPACE:
-        return [ROOT]
-    return rows
 
 
 def lake_settings(
