@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Literal
 
 import sqlalchemy as sa
@@ -115,6 +116,33 @@ def _normalize_columns(columns: Columns) -> list[list[str]]:
     return out
 
 
+@lru_cache(maxsize=2)
+def _tracking_query(filtered: bool) -> sa.Select:
+    """The chain's tracking query, built once per process (bound parameters: ids, lake, and with
+    `filtered` tables and schemas), so a resolution pays no statement construction."""
+    p, s = materialized_partition, materialized_asset_schema
+    same_table = sa.and_(
+        s.c.workspace_id == p.c.workspace_id,
+        s.c.lake == p.c.lake,
+        s.c.schema_name == p.c.schema_name,
+        s.c.table_name == p.c.table_name,
+    )
+    materialized = sa.func.max(sa.case((p.c.status == "materialized", 1), else_=0))
+    missing = sa.func.max(sa.case((p.c.status == MISSING, 1), else_=0))
+    query = (
+        sa.select(p.c.workspace_id, p.c.schema_name, p.c.table_name, materialized, s.c.columns, missing)
+        .select_from(p.outerjoin(s, same_table))
+        .where(p.c.workspace_id.in_(sa.bindparam("ids", expanding=True)), p.c.lake == sa.bindparam("lake"))
+        .group_by(p.c.workspace_id, p.c.schema_name, p.c.table_name, s.c.columns)
+    )
+    if filtered:
+        query = query.where(
+            p.c.table_name.in_(sa.bindparam("tables", expanding=True)),
+            p.c.schema_name.in_(sa.bindparam("schemas", expanding=True)),
+        )
+    return query
+
+
 MAX_FILTERED_TABLES = 2000
 """A `tables` filter longer than this reads the whole chain instead (one bound parameter per name)."""
 
@@ -130,29 +158,13 @@ def read_chain_tracking(
     collection reads nothing (no query)."""
     if tables is not None and not tables:
         return ChainTracking()
-    p, s = materialized_partition, materialized_asset_schema
-    same_table = sa.and_(
-        s.c.workspace_id == p.c.workspace_id,
-        s.c.lake == p.c.lake,
-        s.c.schema_name == p.c.schema_name,
-        s.c.table_name == p.c.table_name,
-    )
-    materialized = sa.func.max(sa.case((p.c.status == "materialized", 1), else_=0))
-    missing = sa.func.max(sa.case((p.c.status == MISSING, 1), else_=0))
-    query = (
-        sa.select(p.c.workspace_id, p.c.schema_name, p.c.table_name, materialized, s.c.columns, missing)
-        .select_from(p.outerjoin(s, same_table))
-        .where(p.c.workspace_id.in_(list(workspace_ids)), p.c.lake == lake)
-        .group_by(p.c.workspace_id, p.c.schema_name, p.c.table_name, s.c.columns)
-    )
     wanted = None if tables is None or len(tables) > MAX_FILTERED_TABLES else frozenset(tables)
+    params: dict[str, object] = {"ids": list(workspace_ids), "lake": lake}
     if wanted is not None:  # (schema, table) pairs: both columns filtered in SQL, the pair below
-        query = query.where(
-            p.c.table_name.in_(sorted({t.table for t in wanted})),
-            p.c.schema_name.in_(sorted({t.schema for t in wanted})),
-        )
+        params.update(tables=sorted({t.table for t in wanted}), schemas=sorted({t.schema for t in wanted}))
+    query = _tracking_query(wanted is not None)
     result = ChainTracking()
-    for ws, schema, table, owned, columns, gone in conn.execute(query):
+    for ws, schema, table, owned, columns, gone in conn.execute(query, params):
         if wanted is not None and TableName(schema, table) not in wanted:
             continue
         entry = TrackedTable(bool(owned) and not gone, columns, bool(gone))
