@@ -17,12 +17,22 @@ from __future__ import annotations
 
 from dagster import Definitions
 
-from dpone_dagster.workspaces.branch import ensure_for_deployment
+from dpone_dagster.config import load_config
 
-# In a Dagster+ branch deployment, its fork exists (or, PR closed/merged, is dropped) before any
-# domain loads: the jobs take the fork's `dpone/workspace` tag at load. Elsewhere this only reads the
-# configuration (no control-store access).
-BRANCH_FORK = ensure_for_deployment()
+
+def _ensure_branch_fork():
+    """In a Dagster+ branch deployment, its fork exists (or, PR closed/merged, is dropped) before any
+    domain loads: the jobs take the fork's `dpone/workspace` tag at load. Elsewhere this only reads
+    the configuration: no control-store access, and the fork service is not even imported (it
+    pulled in the control store's SQLAlchemy models: ~0.1-0.3 s of every load and run worker)."""
+    if load_config().branch_deployment is None:
+        return None
+    from dpone_dagster.workspaces.branch import ensure_for_deployment
+
+    return ensure_for_deployment()
+
+
+BRANCH_FORK = _ensure_branch_fork()
 
 from dpone_dagster.defs import dbt, lake, release  # noqa: E402
 from dpone_dagster.defs.lake.diff import build_diff_checks  # noqa: E402  (diff_against_parent on the dbt tables)

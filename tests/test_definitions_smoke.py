@@ -71,3 +71,15 @@ def test_workspace_yaml_validates_with_the_dagster_cli(tmp_path):
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "All code locations passed validation" in done.stdout + done.stderr
+
+
+def test_outside_a_branch_deployment_the_load_does_not_import_the_branch_fork_code(tmp_path):
+    """Load-time cost pinned: `workspaces.branch` (fork creation, git, the control-store service) is
+    imported only in a Dagster+ branch deployment; elsewhere the location and every run worker paid
+    ~0.2 s of CPU for it (bench_scale at 1,000 models)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DAGSTER_CLOUD_", "DPONE_WORKSPACE"))}
+    env["DPONE_STATE_DIR"] = str(tmp_path)
+    code = "import sys, dpone_dagster.definitions; print('dpone_dagster.workspaces.branch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "False"
