@@ -71,7 +71,7 @@ class ForkAwareDbtTranslator(DagsterDbtTranslator):
     @contextmanager
     def resolved_workspace(self) -> Iterator[str]:
         """Read the configured workspace once for the specs built inside the block."""
-        previous = self._resolved
+        previous = getattr(self, "_resolved", None)
         self._resolved = self.workspace or load_config().workspace
         try:
             yield self._resolved
@@ -87,9 +87,11 @@ class ForkAwareDbtTranslator(DagsterDbtTranslator):
         return self.group_name or super().get_group_name(dbt_resource_props)
 
     def get_asset_spec(self, manifest: Mapping[str, Any], unique_id: str, project: Any) -> AssetSpec:
-        workspace = self.workspace or self._resolved or load_config().workspace
+        # getattr/setdefault: a subclass that skips __init__ still works (dagster-dbt's memo does the same)
+        workspace = self.workspace or getattr(self, "_resolved", None) or load_config().workspace
         memo = (id(manifest), unique_id, id(project), workspace)
-        found = self._specs.get(memo)
+        specs = self.__dict__.setdefault("_specs", {})
+        found = specs.get(memo)
         if found is not None:
             return found
         spec = super().get_asset_spec(manifest, unique_id, project)
@@ -98,7 +100,7 @@ class ForkAwareDbtTranslator(DagsterDbtTranslator):
                 spec = spec.merge_attributes(kinds={LAKE_KIND})
             else:
                 spec = spec.merge_attributes(kinds={LAKE_KIND, FORK_KIND}, tags={WORKSPACE_TAG: tag_value(workspace)})
-        self._specs[memo] = spec
+        specs[memo] = spec
         return spec
 
 
