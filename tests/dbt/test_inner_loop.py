@@ -86,7 +86,31 @@ def test_a_mixed_run_keeps_the_multiprocess_executor(tmp_path):
 def test_run_and_step_workers_are_recognised(argv, worker):
     from dpone_dagster.defs.dbt.project import in_run_worker
 
-    assert in_run_worker(argv) is worker
+    assert in_run_worker(argv, spawned=False) is worker
+
+
+def _report_in_run_worker(queue) -> None:
+    from dpone_dagster.defs.dbt.project import in_run_worker
+
+    queue.put(in_run_worker())
+
+
+def test_a_run_a_code_server_spawns_is_a_run_worker(monkeypatch):
+    """A UI/GraphQL launch runs in a multiprocessing child of `dagster api grpc` (same argv)."""
+    import multiprocessing
+
+    from dpone_dagster.defs.dbt.project import in_run_worker
+
+    grpc = ["/x/dagster/__main__.py", "api", "grpc", "--socket", "/tmp/s"]
+    assert in_run_worker(grpc, spawned=True) is True
+    monkeypatch.setattr("sys.argv", grpc)
+    assert in_run_worker() is False  # the code server itself parses
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_report_in_run_worker, args=(queue,))
+    child.start()
+    child.join(60)
+    assert queue.get(timeout=10) is True
 
 
 def test_a_run_worker_never_parses_even_after_a_model_edit(monkeypatch, prepared_manifest):

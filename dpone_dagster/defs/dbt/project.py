@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import multiprocessing
 import os
 import shutil
 import sys
@@ -42,10 +43,20 @@ _LOCK_TIMEOUT_SECONDS = 300
 _WORKER_COMMANDS = (("api", "execute_run"), ("api", "execute_step"), ("api", "resume_run"))
 
 
-def in_run_worker(argv: list[str] | None = None) -> bool:
-    """True in a process Dagster started to execute a run or a step (its command line says so)."""
-    args = sys.argv[1:3] if argv is None else argv[1:3]
-    return tuple(args) in _WORKER_COMMANDS
+def in_run_worker(argv: list[str] | None = None, *, spawned: bool | None = None) -> bool:
+    """True in a process Dagster started to execute a run or a step (its command line says so).
+
+    A run launched through a code server (the UI, GraphQL) executes in a `multiprocessing` child
+    the code server spawns (`start_run_in_subprocess`): it carries the server's `api grpc` command
+    line, so a spawned child of `api grpc` is a run worker too. `spawned` defaults to whether this
+    process has a multiprocessing parent.
+    """
+    args = tuple(sys.argv[1:3] if argv is None else argv[1:3])
+    if args in _WORKER_COMMANDS:
+        return True
+    if spawned is None:
+        spawned = multiprocessing.parent_process() is not None
+    return args == ("api", "grpc") and spawned
 
 
 class DbtProjectError(DponeError):
