@@ -4,9 +4,9 @@ Used by `bench_scale` in a child process (so its peak RSS is its own). The stage
 code the Dagster release assets run (`tests/release/real_pipeline.py`); only the authority is
 synthetic, with its workload and source-size limits raised to the design's 10,000 workloads.
 
-What a reader could get wrong: the source is read with `SourceLimits.max_members` raised to fit
-the generated tree; the production default (20,000 members, directories included) refuses a source of more than about
-3,300 flows (6 members each: 2 directories, 4 files).
+What a reader could get wrong: the source is read with the production default `SourceLimits`
+(`DEFAULT_MAX_MEMBERS`, 100,000 members with directories: the policy maximum of 10,000 workloads
+at 8 members each plus 20,000 for the rest of the project); a generated flow is 6 members.
 """
 
 from __future__ import annotations
@@ -24,16 +24,14 @@ def full_release(source_root: Path, work: Path) -> float:
     from dpone_dagster.release.install import ReleaseCache
     from dpone_dagster.release.object_stores import LocalDirectoryStore
     from dpone_dagster.release.registry import ReleaseRegistry
-    from dpone_dagster.release.source import SourceLimits, open_source
+    from dpone_dagster.release.source import open_source
     from tests.release.fabricated import SyntheticTarget
     from tests.release.real_pipeline import compose_real, pipeline_for
 
-    members = sum(1 for _ in source_root.rglob("*"))  # directories are members too (6 per flow)
-    limits = SourceLimits(max_members=max(SourceLimits().max_members, members + 100))
     policy_limits = synthetic_limits(max_workloads=MAX_WORKLOADS, max_source_bytes=MAX_SOURCE_BYTES)
     target = SyntheticTarget(authority=SyntheticAuthority(policy_options={"limits": policy_limits}))
     start = time.perf_counter()
-    with open_source(source_root, work_dir=work, limits=limits) as tree:
+    with open_source(source_root, work_dir=work) as tree:
         native = pipeline_for(target, work / "state", work_dir=work).compile_native(tree)
         release = compose_real(tree, native, work / "state", target=target, work_dir=work)
     bundle, authority = release.bundle, release.authority

@@ -23,9 +23,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Literal
 
+from dpone_dagster.contracts.bounds import MAX_WORKLOADS
 from dpone_dagster.contracts.coded import CodedError
 
 CHUNK_BYTES = 1024 * 1024
+# The default member cap admits the most workloads any policy can grant (`max_workloads` is
+# 1..MAX_WORKLOADS) at a realistic size: an ordinary flow is 6 members (its directory and `sql/`,
+# flow.yaml, dag.yaml, pack.json, one SQL file), so 8 leaves room for two more SQL files; a dbt model
+# is one or two. The rest of a project (macros, seeds, docs, schema files) gets the old cap on top.
+MEMBERS_PER_WORKLOAD = 8
+PROJECT_MEMBERS = 20_000
+DEFAULT_MAX_MEMBERS = PROJECT_MEMBERS + MEMBERS_PER_WORKLOAD * MAX_WORKLOADS  # 100,000
 MAX_EXTENDED_HEADER_BYTES = 64 * 1024
 EntryKind = Literal["file", "dir", "symlink", "hardlink", "special"]
 
@@ -77,10 +85,13 @@ class SourceLimits:
     """Caps on one source. Byte caps count bytes actually read, never sizes a header declares.
 
     The compression ratio is `decompressed / max(compressed, ratio_floor_bytes)`: small archives of
-    very repetitive text are not bombs, so the ratio only bites above the floor.
+    very repetitive text are not bombs, so the ratio only bites above the floor. `max_members`
+    counts directories too and defaults to `DEFAULT_MAX_MEMBERS` (the policy maximum of workloads at
+    `MEMBERS_PER_WORKLOAD` each, plus `PROJECT_MEMBERS`); the source is read before any authority,
+    so it cannot be the policy's own `max_workloads`, which the delivery budget enforces later.
     """
 
-    max_members: int = 20_000
+    max_members: int = DEFAULT_MAX_MEMBERS
     max_file_bytes: int = 64 * 1024 * 1024
     max_total_bytes: int = 512 * 1024 * 1024
     max_compression_ratio: int = 200

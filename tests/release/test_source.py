@@ -415,3 +415,55 @@ def test_messages_never_carry_the_private_or_archive_path(tmp_path: Path) -> Non
     archive = make_tar(tmp_path / "secret-location.tar", [("../x.sql", "file", b"x")])
     error = refused(archive, tmp_path / "work", "source.path_traversal")
     assert str(tmp_path) not in str(error) and "secret-location" not in str(error)
+
+
+# ---------------------------------------------------------------------------------------------
+# the default member cap: the policy's maximum workloads at a realistic size, still bounded
+
+
+def _directories_tar(path: Path, members: int) -> Path:
+    """A tar of `members` members: one file and `members - 1` empty directories (headers only, fast)."""
+    with open(path, "wb") as out:
+        for index in range(members - 1):
+            info = tarfile.TarInfo(f"d{index:06d}")
+            info.type = tarfile.DIRTYPE
+            out.write(info.tobuf(tarfile.USTAR_FORMAT))
+        info = tarfile.TarInfo("dbt_project.yml")
+        info.size = 5
+        out.write(info.tobuf(tarfile.USTAR_FORMAT) + b"name\n".ljust(512, b"\0"))
+        out.write(b"\0" * 1024)
+    return path
+
+
+def test_default_member_cap_admits_the_policy_maximum_of_workloads() -> None:
+    from dpone_dagster.contracts.bounds import MAX_WORKLOADS
+    from dpone_dagster.release.archive import DEFAULT_MAX_MEMBERS, MEMBERS_PER_WORKLOAD, PROJECT_MEMBERS
+
+    assert MEMBERS_PER_WORKLOAD >= 6  # a generated flow: 2 directories + flow.yaml, dag.yaml, pack.json, one SQL
+    assert SourceLimits().max_members == DEFAULT_MAX_MEMBERS == PROJECT_MEMBERS + MEMBERS_PER_WORKLOAD * MAX_WORKLOADS
+
+
+def test_a_source_at_the_default_member_cap_passes_the_count_and_one_more_is_refused(tmp_path: Path) -> None:
+    """The pre-scan (where the count is enforced, before anything is written) at the cap and one over.
+
+    A full extraction of 100,000 members takes minutes on a loaded CI machine; the bench's
+    10,000-workload row opens such a source end to end with the default limits.
+    """
+    from dpone_dagster.release.archive_tar import TarFormat
+
+    cap = SourceLimits().max_members
+    for members, code in ((cap, None), (cap + 1, "source.too_many_members")):
+        path = _directories_tar(tmp_path / f"{members}.tar", members)
+        with open(path, "rb") as handle:
+            scan = TarFormat(handle, SourceLimits(), compressed=False, filter_root=str(tmp_path / "filter"))
+            if code is None:
+                files = source_module._read_members(scan, SourceLimits(), source_module._NullSink())
+                assert [f.path for f in files] == ["dbt_project.yml"]
+            else:
+                with pytest.raises(SourceError) as caught:
+                    source_module._read_members(scan, SourceLimits(), source_module._NullSink())
+                assert caught.value.code == code
+    small = _directories_tar(tmp_path / "small.tar", 30)
+    (tmp_path / "w").mkdir()
+    with open_source(small, work_dir=tmp_path / "w") as tree:  # the same archive shape extracts
+        assert [f.path for f in tree.snapshot.files] == ["dbt_project.yml"]
