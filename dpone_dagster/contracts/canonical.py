@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from json.encoder import encode_basestring
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 
@@ -178,8 +179,9 @@ def _string(value: str) -> str:
     if _LONE_SURROGATE.search(value):
         raise CanonicalError("canonical.invalid_string", "string contains a lone UTF-16 surrogate")
     # json.dumps(ensure_ascii=False) escapes exactly what JSON.stringify escapes: '"', '\\',
-    # \b \t \n \f \r, and other C0 controls as lowercase \u00xx.
-    return json.dumps(value, ensure_ascii=False)
+    # \b \t \n \f \r, and other C0 controls as lowercase \u00xx. `encode_basestring` is the
+    # function it calls for a str (the C one), without building an encoder per string (~40x faster).
+    return encode_basestring(value)
 
 
 def _check_depth(text: str) -> None:
