@@ -109,9 +109,13 @@ def strict_yaml(data: bytes, what: str) -> dict[str, Any]:
                 raise FlowError("flows.yaml_invalid", f"{what} uses anchors/aliases or is too large")
             if getattr(event, "tag", None) not in (None, "!"):
                 raise FlowError("flows.yaml_invalid", f"{what} uses an explicit YAML tag")
-        node = yaml.compose(text, Loader=_StrictLoader)
-        _require_plain_nodes(node, what)
-        value = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - _StrictLoader is a SafeLoader
+        loader = _StrictLoader(text)  # compose once, check the nodes, construct from those same nodes
+        try:
+            node = loader.get_single_node()
+            _require_plain_nodes(node, what)
+            value = loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
     except FlowError:
         raise
     except (UnicodeDecodeError, yaml.YAMLError):
