@@ -2,7 +2,8 @@
 
 Used by `bench_scale` in a child process (so its peak RSS is its own). The stages are the production
 code the Dagster release assets run (`tests/release/real_pipeline.py`); only the authority is
-synthetic, with its workload and source-size limits raised to the design's 10,000 workloads.
+synthetic, with its workload and source-size limits (policy and grant) raised to the design's 10,000
+workloads (the synthetic grant's default 10 MB is less than 10,000 flows' 17.6 MB of sources).
 
 What a reader could get wrong: the source is read with the production default `SourceLimits`
 (`DEFAULT_MAX_MEMBERS`, 100,000 members with directories: the policy maximum of 10,000 workloads
@@ -33,7 +34,9 @@ def full_release(source_root: Path, work: Path) -> float:
     start = time.perf_counter()
     with open_source(source_root, work_dir=work) as tree:
         native = pipeline_for(target, work / "state", work_dir=work).compile_native(tree)
-        release = compose_real(tree, native, work / "state", target=target, work_dir=work)
+        release = compose_real(
+            tree, native, work / "state", target=target, work_dir=work, max_source_bytes=MAX_SOURCE_BYTES
+        )
     bundle, authority = release.bundle, release.authority
     ReleaseRegistry(LocalDirectoryStore(work / "registry")).publish(
         bundle, authority=authority, receipt=target.publication(bundle, authority), admission=target.issuer
