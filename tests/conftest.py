@@ -206,11 +206,73 @@ _EXPENSIVE_SESSION_FIXTURES = (
     "webserver", "released", "built_prod_lake", "real_compile",
 )
 
+# Files whose tests share nothing expensive but are each long: one group per test, so two workers
+# can run them at once (the partition scenario on the embedded lake and on PostgreSQL + S3).
+_ONE_GROUP_PER_TEST = {"dbt/test_partition_dbt.py"}
 
+# Worker seconds of the longest groups (`make test` durations, summed per group; only the order
+# matters). xdist hands groups out in collection order once `--no-loadscope-reorder` is set (see
+# pytest_configure), so the longest go first and the many short files fill in at the end: by
+# default xdist orders groups by their number of tests, which sent these one- and two-test groups
+# last, where one worker ran them alone while the other had finished.
+_GROUP_SECONDS = {
+    "webserver": 290, "scale/test_concurrency.py": 190, "released": 190, "scale/test_scale_location.py": 230,
+    "dbt/test_partition_dbt.py::test_per_partition_defer_on_postgres_and_s3": 170,
+    "dbt/test_partition_dbt.py::test_per_partition_defer_on_the_embedded_lake": 90,
+    "dbt/test_production_lake.py": 70, "built_prod_lake": 40, "dbt/test_incremental_models.py": 40,
+    "real_compile": 30, "test_definitions_smoke.py": 30,
+}
+_SECONDS_PER_OTHER_TEST = 0.15
+
+
+def group_of(nodeid: str, fixturenames) -> str:
+    """The xdist group of one test: its first expensive session fixture, else its file (or itself)."""
+    used = set(fixturenames)
+    group = next((name for name in _EXPENSIVE_SESSION_FIXTURES if name in used), None)
+    if group is not None:
+        return group
+    path = nodeid.split("::", 1)[0].removeprefix("tests/")
+    return nodeid.removeprefix("tests/").split("[", 1)[0] if path in _ONE_GROUP_PER_TEST else path
+
+
+def longest_groups_first(pairs: list[tuple[object, str]]) -> list[tuple[object, str]]:
+    """(item, group) pairs reordered: groups by estimated seconds, longest first; order kept inside a group."""
+    members: dict[str, list] = {}
+    for pair in pairs:
+        members.setdefault(pair[1], []).append(pair)
+    cost = {g: _GROUP_SECONDS.get(g, _SECONDS_PER_OTHER_TEST * len(m)) for g, m in members.items()}
+    return [pair for g in sorted(members, key=lambda g: -cost[g]) for pair in members[g]]
+
+
+def pytest_configure(config):
+    if getattr(config.option, "dist", "no") == "loadgroup":
+        config.option.loadscopereorder = False  # keep the order pytest_collection_modifyitems gives
+
+
+def _tag_group_in_nodeid(item, group: str) -> None:
+    """What xdist's loadgroup does, for pytest 9.2: the `@group` nodeid suffix its controller groups by.
+
+    xdist 3.8 writes the suffix to `item._nodeid`, which pytest 9.2 no longer reads (the node id is
+    the structured `item._id`; pytest-dev/pytest-xdist#1386, fix open in #1388), so without this
+    every test was its own unit: each expensive session fixture was built on both workers.
+    """
+    from _pytest.nodeid import NodeId
+
+    if "@" not in item.nodeid.rpartition("]")[2]:
+        item._id = NodeId.parse(f"{item.nodeid}@{group}")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook (older pytest: it reads the marker we add)
 def pytest_collection_modifyitems(config, items):
+    pairs = []
     for item in items:
-        used = set(getattr(item, "fixturenames", ()))
-        group = next((name for name in _EXPENSIVE_SESSION_FIXTURES if name in used), None)
-        if group is None:
-            group = str(Path(str(item.fspath)).resolve().relative_to(REPO_ROOT / "tests"))
+        group = group_of(item.nodeid, getattr(item, "fixturenames", ()))
         item.add_marker(pytest.mark.xdist_group(group))
+        pairs.append((item, group))
+    if not hasattr(config, "workerinput"):
+        return
+    # An xdist worker: the controller schedules groups in the order of this list.
+    if config.getvalue("loadgroup") and hasattr(items[0] if items else None, "_id"):
+        for item, group in pairs:
+            _tag_group_in_nodeid(item, group)
+    items[:] = [item for item, _ in longest_groups_first(pairs)]
