@@ -14,7 +14,8 @@ export DPONE_CONNECTION_ORDERS_SOURCE ?= orders_source.duckdb
 export DPONE_CONNECTION_FLOW_LAKE ?= flow_lake.duckdb
 
 # The suite runs on PYTEST_WORKERS pytest-xdist workers (2 cores in CI; 0 = one process).
-# tests/conftest.py keeps each directory with expensive session fixtures on one worker.
+# tests/conftest.py puts every test using one expensive session fixture (webserver, release run, built
+# lake, real compile) on one worker, each other file on one worker, and hands the longest groups out first.
 PYTEST_WORKERS ?= 2
 
 .PHONY: install demo test dev bench screenshots check-defs clean
