@@ -8,6 +8,10 @@ workloads (the synthetic grant's default 10 MB is less than 10,000 flows' 17.6 M
 What a reader could get wrong: the source is read with the production default `SourceLimits`
 (`DEFAULT_MAX_MEMBERS`, 100,000 members with directories: the policy maximum of 10,000 workloads
 at 8 members each plus 20,000 for the rest of the project); a generated flow is 6 members.
+At 10,000 workloads the release stops in compose with `canonical.too_large`: the parent (one
+ordinary constituent and its source sidecars per flow, ~1.3 KB a flow) and its integrity subject are
+single canonical documents capped at 4 MiB (`contracts/canonical.MAX_DOCUMENT_BYTES`), about
+3,200 flows.
 """
 
 from __future__ import annotations
