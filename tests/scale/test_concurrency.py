@@ -293,9 +293,16 @@ def test_eight_fork_runs_and_a_prod_run_at_once(tmp_path, postgres_server, s3_se
     # The code servers load while prod's upstream is built: loading reads only the configuration
     # (the workspace comes from DPONE_WORKSPACE; no fork has to exist yet). The daemon, whose sensors
     # tick the forks, starts once the forks exist.
+    from dagster import DagsterInstance
+
     deployment = Deployment(tmp_path, base_env)
     runs: list = []
     try:
+        # the instance's PostgreSQL storage exists before any Dagster process starts (as after
+        # `dagster instance migrate`): nine code servers creating it at once race ("instance_info
+        # already exists", seen once)
+        instance = deployment.instance = DagsterInstance.from_config(str(home))
+        instance.run_storage, instance.event_log_storage, instance.schedule_storage  # noqa: B018 (created here)
         deployment.start_servers()
         # prod's upstream, built through the dbt assets beforehand (tracked: what lets forks defer to
         # it; a plain `dbt run` records nothing), then 8 forks of prod
@@ -321,13 +328,11 @@ def test_eight_fork_runs_and_a_prod_run_at_once(tmp_path, postgres_server, s3_se
         before = fingerprint(env, "prod")
         lap("setup_done_s")
 
-        from dagster import DagsterInstance
         from dagster._core.workspace.context import WorkspaceProcessContext
         from dagster._core.workspace.load_target import WorkspaceFileTarget
 
         deployment.start_daemon()
         lap("servers_up_s")
-        instance = deployment.instance = DagsterInstance.from_config(str(home))
         assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
         with WorkspaceProcessContext(instance, WorkspaceFileTarget(paths=[str(deployment.workspace_yaml)])) as ctx:
             context = ctx.create_request_context()
