@@ -6,7 +6,7 @@ materialize: target attach (with the table as a target), CREATE OR REPLACE TABLE
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -247,3 +247,23 @@ def run_error_text(result) -> str:
             texts.append(error.message)
             error = error.cause
     return "\n".join(texts)
+
+
+def create_prod_tables(config: DponeConfig, tables: Sequence[str]) -> int:
+    """Create each `schema.table` of `tables` (3 rows) in prod's `main` lake in one session, through
+    the resolved attach with the tables as targets; returns the lake's snapshot after the last one.
+    Tracking rows are the caller's (tests differ in what they record)."""
+    from dpone_dagster.lake.duck import connect
+    from dpone_dagster.lake.resolve import resolve
+
+    resolved = resolve("prod", "main", config=config, targets=list(tables))
+    conn = connect(extensions=resolved.extensions)
+    try:
+        resolved.apply(conn)
+        for schema in sorted({name.split(".")[0] for name in tables}):
+            conn.execute(f"CREATE SCHEMA IF NOT EXISTS lake_main.{schema}")
+        for name in tables:
+            conn.execute(f"CREATE OR REPLACE TABLE lake_main.{name} AS SELECT range AS id FROM range(3)")
+        return conn.execute("SELECT max(snapshot_id) FROM lake_main.snapshots()").fetchone()[0]
+    finally:
+        conn.close()

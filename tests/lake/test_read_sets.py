@@ -16,7 +16,7 @@ from dpone_dagster.lake.resolve import resolve
 from dpone_dagster.lake.tracking import record_materialization
 from dpone_dagster.workspaces.service import Workspaces
 
-from .lakes import _POOL, _reset, fingerprint, materialize
+from .lakes import _POOL, _reset, create_prod_tables, fingerprint, materialize
 
 FORK = "wm-fork-reads"
 CHILD = "wm-fork-reads-child"
@@ -26,18 +26,7 @@ UPSTREAM = ["up.u1", "up.u2", "up.u3"]
 
 def _parent_owning_many(env) -> None:
     """prod owns every table of PARENT_TABLES (one session, one tracking row each)."""
-    from dpone_dagster.lake.duck import connect
-
-    resolved = resolve("prod", "main", config=env.config, targets=PARENT_TABLES)
-    conn = connect(extensions=resolved.extensions)
-    try:
-        resolved.apply(conn)
-        conn.execute("CREATE SCHEMA IF NOT EXISTS lake_main.up")
-        for name in PARENT_TABLES:
-            conn.execute(f"CREATE OR REPLACE TABLE lake_main.{name} AS SELECT range AS id FROM range(3)")
-        snapshot = conn.execute("SELECT max(snapshot_id) FROM lake_main.snapshots()").fetchone()[0]
-    finally:
-        conn.close()
+    snapshot = create_prod_tables(env.config, PARENT_TABLES)
     for name in PARENT_TABLES:
         schema, table = name.split(".")
         record_materialization(

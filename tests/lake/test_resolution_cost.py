@@ -23,7 +23,7 @@ from dpone_dagster.control.store import open_store
 from dpone_dagster.lake.resolve import resolve
 from dpone_dagster.workspaces.service import Workspaces
 
-from .lakes import _reset
+from .lakes import _reset, create_prod_tables
 
 READS = ["up.r1", "up.r2", "up.r3"]
 TARGET = "mart.m"
@@ -46,17 +46,7 @@ def _track(env, names: list[str]) -> None:
 
 def _parent(env) -> None:
     """prod's lake holds the read tables (the only ones any view here reads) plus 5 tracked others."""
-    from dpone_dagster.lake.duck import connect
-
-    resolved = resolve("prod", "main", config=env.config, targets=READS)
-    conn = connect(extensions=resolved.extensions)
-    try:
-        resolved.apply(conn)
-        conn.execute("CREATE SCHEMA IF NOT EXISTS lake_main.up")
-        for name in READS:
-            conn.execute(f"CREATE OR REPLACE TABLE lake_main.{name} AS SELECT range AS id FROM range(3)")
-    finally:
-        conn.close()
+    create_prod_tables(env.config, READS)
     _track(env, [*READS, *(f"main.small{i}" for i in range(5))])
 
 
