@@ -61,6 +61,16 @@ def digest(kind: str, value: BaseModel | bytes | Any) -> str:
         loads_canonical(body)
     else:
         body = dumps(value)
+    return _hashed(prefix, body)
+
+
+def canonical_digest(kind: str, body: bytes) -> str:
+    """`digest(kind, body)` for bytes the caller has already proven canonical (e.g. parsed with
+    `parse_document`, which re-serializes them exactly): the same value without a second parse."""
+    return _hashed(domain_prefix(kind), bytes(body))
+
+
+def _hashed(prefix: bytes, body: bytes) -> str:
     return "sha256:" + hashlib.sha256(prefix + body).hexdigest()
 
 

@@ -31,7 +31,7 @@ from dpone_dagster.contracts.coded import CodedError
 from dpone_dagster.contracts.dispatch import DispatchError, read_development_document
 from dpone_dagster.contracts.flows import CapturedWorkload
 from dpone_dagster.contracts.receipts import DevelopmentAuthorityReceipt
-from dpone_dagster.contracts.identity import digest, domain_prefix
+from dpone_dagster.contracts.identity import canonical_digest, digest
 from dpone_dagster.contracts.release_documents import (
     ORDINARY_CONSTITUENT_KIND,
     SELECTION_KIND,
@@ -188,7 +188,7 @@ def _selection(members: Mapping[str, bytes], path: str, project) -> Mapping[str,
         value = loads_canonical(data) if data is not None else None
     except (CanonicalError, CodedError):
         value = None
-    if value is None or _canonical_digest(SELECTION_KIND, data) != project.selection_fingerprint:
+    if value is None or canonical_digest(SELECTION_KIND, data) != project.selection_fingerprint:
         raise IntegrityError("release.integrity_mismatch", f"the selection of project {project.project_name!r} is missing or altered")
     nodes = {node["unique_id"] for node in value.get("nodes", [])} if isinstance(value, dict) else set()
     if nodes != {node.unique_id for node in project.nodes}:
@@ -227,7 +227,7 @@ def _bound_document(model: type[ContractModel], kind: str, data: bytes | None, e
         if _document_digest(kind, data) == expected:  # the bound bytes themselves are not a valid document
             raise IntegrityError("release.integrity_mismatch", f"a constituent document is invalid ({error.code})") from None
         return None
-    return document if _canonical_digest(kind, data) == expected else None
+    return document if canonical_digest(kind, data) == expected else None
 
 
 def _document_digest(kind: str, data: bytes) -> str | None:
@@ -236,10 +236,6 @@ def _document_digest(kind: str, data: bytes) -> str | None:
     except (CanonicalError, CodedError):
         return None
 
-
-def _canonical_digest(kind: str, data: bytes) -> str:
-    """`digest(kind, data)` for bytes already proven canonical."""
-    return "sha256:" + hashlib.sha256(domain_prefix(kind) + bytes(data)).hexdigest()
 
 
 def deployment_id_of(release_id: str, environment: str) -> str:
