@@ -37,7 +37,7 @@ _CHILD = r"""
 import json, resource, sys, time
 mode, archive, work = sys.argv[1:4]
 if mode == "idle":
-    import dpone_dagster.release.source
+    import dpone_dagster.release.source.snapshot
     elapsed = 0.0
 elif mode == "baseline":
     import tarfile, zipfile
@@ -50,7 +50,7 @@ elif mode == "baseline":
             handle.extractall(work, filter="data")
     elapsed = time.perf_counter() - start
 else:
-    from dpone_dagster.release.source import SourceLimits, open_source
+    from dpone_dagster.release.source.snapshot import SourceLimits, open_source
     limits = SourceLimits(max_file_bytes=64 * 1024**2, max_total_bytes=2 * 1024**3, max_members=1000)
     start = time.perf_counter()
     tree = open_source(archive, work_dir=work, limits=limits)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 
 from dpone_dagster.authority.synthetic import SyntheticAuthority, synthetic_source
-from dpone_dagster.authority.synthetic_documents import synthetic_documents
+from devtools.synthetic_documents import synthetic_documents
 from dpone_dagster.authority.verification import verify_grant
 from dpone_dagster.contracts.canonical import dumps, loads_canonical
 from dpone_dagster.contracts.grant import signing_payload

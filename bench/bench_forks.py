@@ -35,9 +35,11 @@ from dpone_dagster.config import DponeConfig, LakeConfig, load_config
 from dpone_dagster.control.store import open_store
 from dpone_dagster.lake.catalogs import CatalogAdapters, CountingCatalog
 from dpone_dagster.lake.duck import connect
-from dpone_dagster.lake.fork_plan import LakePorts, resolve_workspace_lake
-from dpone_dagster.lake.resolve import DeferView, ResolvedLake, resolve
-from dpone_dagster.lake.tracking import record_materialization
+from dpone_dagster.lake.resolution.fork import LakePorts, resolve_workspace_lake
+from dpone_dagster.lake.resolution.seam import resolve
+from dpone_dagster.lake.resolution.plan import DeferView
+from dpone_dagster.lake.resolution.apply import ResolvedLake
+from dpone_dagster.lake.state.tracking import record_materialization
 from dpone_dagster.workspaces.service import Workspaces
 
 from bench.timing import best_seconds

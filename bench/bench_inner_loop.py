@@ -86,7 +86,7 @@ def _run(args: list[str], env: dict[str, str], cwd: Path = REPO_ROOT) -> float:
 
 def _prepare(work: Path) -> dict[str, object]:
     """prod built through Dagster, its manifest kept as the defer state, the fork created."""
-    from dpone_dagster.defs.dbt.project import prepare_manifest
+    from dpone_dagster.integration.dbt.project import prepare_manifest
 
     prepare_manifest()
     prod = _env(work)

@@ -47,7 +47,7 @@ def load_seconds(modules: tuple[str, ...], env: dict[str, str]) -> float:
 
 
 def run() -> list[dict[str, object]]:
-    from dpone_dagster.defs.dbt.project import prepare_manifest
+    from dpone_dagster.integration.dbt.project import prepare_manifest
 
     prepare_manifest()
     with tempfile.TemporaryDirectory(prefix="dpone-bench-") as state:

@@ -31,11 +31,11 @@ import time
 from pathlib import Path
 
 from dpone_dagster.authority.synthetic import SyntheticAuthority, synthetic_limits
-from dpone_dagster.release.bundle import open_bundle
-from dpone_dagster.release.install import ReleaseCache
-from dpone_dagster.release.object_stores import LocalDirectoryStore
-from dpone_dagster.release.registry import ReleaseRegistry
-from dpone_dagster.release.source import open_source
+from dpone_dagster.release.build.bundle import open_bundle
+from dpone_dagster.release.delivery.install import ReleaseCache
+from dpone_dagster.release.delivery.object_stores import LocalDirectoryStore
+from dpone_dagster.release.delivery.registry import ReleaseRegistry
+from dpone_dagster.release.source.snapshot import open_source
 from tests.release.fabricated import SyntheticTarget, synthetic_release
 from tests.release.real_pipeline import SYNTHETIC_PROJECT, compose_real, pipeline_for, release_tree
 

@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from dpone_dagster.contracts.flows import ResourceCeiling
-from dpone_dagster.release.packs import build_pack, parse_manifest
+from dpone_dagster.release.build.packs import build_pack, parse_manifest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PROJECTS_DIR = REPO_ROOT / ".dpone" / "bench" / "projects"

@@ -30,8 +30,8 @@ FORK = "wm-fork-scale"
 
 
 def _parent(config, conn, tables: list[str]) -> None:
-    from dpone_dagster.lake.resolve import resolve
-    from dpone_dagster.lake.tracking import record_materialization
+    from dpone_dagster.lake.resolution.seam import resolve
+    from dpone_dagster.lake.state.tracking import record_materialization
 
     resolve("prod", config=config).apply(conn)
     conn.execute("BEGIN TRANSACTION")
@@ -49,7 +49,7 @@ def _parent(config, conn, tables: list[str]) -> None:
 
 
 def _resolver(config, target: str, upstream: list[str]) -> Callable[[str], object]:
-    from dpone_dagster.lake.resolve import resolve
+    from dpone_dagster.lake.resolution.seam import resolve
 
     extra = {"reads": upstream} if "reads" in inspect.signature(resolve).parameters else {}
 

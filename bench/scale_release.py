@@ -26,10 +26,10 @@ MAX_SOURCE_BYTES = 500 * 1024 * 1024
 def full_release(source_root: Path, work: Path) -> float:
     """Seconds for the whole pipeline on `source_root` (a dbt project with `flows/`), all state under `work`."""
     from dpone_dagster.authority.synthetic import SyntheticAuthority, synthetic_limits
-    from dpone_dagster.release.install import ReleaseCache
-    from dpone_dagster.release.object_stores import LocalDirectoryStore
-    from dpone_dagster.release.registry import ReleaseRegistry
-    from dpone_dagster.release.source import open_source
+    from dpone_dagster.release.delivery.install import ReleaseCache
+    from dpone_dagster.release.delivery.object_stores import LocalDirectoryStore
+    from dpone_dagster.release.delivery.registry import ReleaseRegistry
+    from dpone_dagster.release.source.snapshot import open_source
     from tests.release.fabricated import SyntheticTarget
     from tests.release.real_pipeline import compose_real, pipeline_for
 

@@ -4,7 +4,7 @@ Each domain exports a `defs` object from `dpone_dagster/defs/<domain>/__init__.p
 gathers them and sets the code location's default executor: the standard multiprocess/in-process
 executor, wrapped so that every run (the implicit asset job behind "Materialize" included) is
 checked against and stamped with the deployment's `dpone/workspace` before any step starts
-(`dpone_dagster.defs.workspace_binding`).
+(`dpone_dagster.integration.binding`).
 
 In a Dagster+ branch deployment the module first ensures the branch's fork
 (`dpone_dagster.workspaces.branch`), so a fresh branch deployment loads against an existing fork.
@@ -35,8 +35,8 @@ def _ensure_branch_fork():
 BRANCH_FORK = _ensure_branch_fork()
 
 from dpone_dagster.defs import dbt, lake, release  # noqa: E402
-from dpone_dagster.defs.lake.diff import build_diff_checks  # noqa: E402  (diff_against_parent on the dbt tables)
-from dpone_dagster.defs.workspace_binding import DEFAULT_EXECUTOR  # noqa: E402
+from dpone_dagster.integration.lake.diff import build_diff_checks  # noqa: E402  (diff_against_parent on the dbt tables)
+from dpone_dagster.integration.binding import DEFAULT_EXECUTOR  # noqa: E402
 
 defs = Definitions.merge(
     dbt.defs,

@@ -40,8 +40,8 @@ class TableRows:
 def lake_table_rows(lake: str = DEFAULT_LAKE) -> tuple[str, list[TableRows]]:
     """(alias, rows of every table and view) of `lake` as the configured workspace sees it."""
     from dpone_dagster.lake import duck
-    from dpone_dagster.lake.resolve import resolve
-    from dpone_dagster.lake.sql import quote_ident
+    from dpone_dagster.lake.resolution.seam import resolve
+    from dpone_dagster.lake.guard.statement import quote_ident
 
     config = load_config()
     resolved = resolve(config.workspace, lake, config=config)
@@ -73,7 +73,7 @@ def _shown_path(text: str, root: Path) -> str:
 
 
 def lake_location_lines(lake: str = DEFAULT_LAKE) -> list[str]:
-    from dpone_dagster.lake.resolve import resolve
+    from dpone_dagster.lake.resolution.seam import resolve
 
     config = load_config()
     resolved = resolve(config.workspace, lake, config=config)
@@ -172,14 +172,14 @@ def run_release(instance) -> ReleaseOutcome:
 
 def prepare(force: bool = typer.Option(False, help="Parse even if the manifest is current.")) -> None:
     """Prepare the dbt manifest of dbt_project_synthetic (skipped when it is current)."""
-    from dpone_dagster.defs.dbt.project import prepare_manifest
+    from dpone_dagster.integration.dbt.project import prepare_manifest
 
     _run(lambda: typer.echo("dbt manifest parsed" if prepare_manifest(force=force) else "dbt manifest is current"))
 
 
 def demo() -> None:
     """Build every dbt model into the main lake, then deliver a dormant development release."""
-    from dpone_dagster.defs.dbt.project import prepare_manifest
+    from dpone_dagster.integration.dbt.project import prepare_manifest
 
     def run() -> None:
         prepare_manifest()

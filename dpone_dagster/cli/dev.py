@@ -38,7 +38,7 @@ class DevPreparation:
 
 def ducklake_keys(defs) -> list:
     """Asset keys of every DuckLake table asset (kind `ducklake`) of a `Definitions`."""
-    from dpone_dagster.defs.lake.observations import LAKE_KIND
+    from dpone_dagster.integration.lake.observations import LAKE_KIND
 
     return sorted((spec.key for spec in defs.resolve_all_asset_specs() if LAKE_KIND in spec.kinds), key=str)
 
@@ -48,11 +48,11 @@ def prepare_dev(env: Mapping[str, str] | None = None) -> DevPreparation:
     from dagster import DagsterInstance
 
     from dpone_dagster.config import load_config
-    from dpone_dagster.defs.dbt.project import prepare_manifest
-    from dpone_dagster.defs.lake.observations import record_fork_state
-    from dpone_dagster.defs.lake.resources import DuckLakeResource
+    from dpone_dagster.integration.dbt.project import prepare_manifest
+    from dpone_dagster.integration.lake.observations import record_fork_state
+    from dpone_dagster.integration.lake.resources import DuckLakeResource
     from dpone_dagster.workspaces.dagster_home import prepare_dagster_home
-    from dpone_dagster.workspaces.ids import ROOT_WORKSPACE
+    from dpone_dagster.contracts.workspace_ids import ROOT_WORKSPACE
 
     env = dict(os.environ if env is None else env)
     config = load_config(env)

@@ -151,10 +151,10 @@ def status(
     """Per lake: mode, namespace, data path, and every tracked table's fork_state and owner."""
     from dpone_dagster.workspaces.status import workspace_status
 
-    from dpone_dagster.lake.staleness import workspace_staleness
+    from dpone_dagster.lake.state.staleness import workspace_staleness
 
     result = workspace_status(workspace_id)
-    staleness = {s.lake: s for s in workspace_staleness(workspace_id)}  # pins and staleness (lake/staleness.py)
+    staleness = {s.lake: s for s in workspace_staleness(workspace_id)}  # pins and staleness (lake/state/staleness.py)
     _touch(workspace_id)  # a status read counts as use for the TTL janitor
     if as_json:
         typer.echo(json.dumps({**result.as_dict(), "staleness": [s.as_dict() for s in staleness.values()]}, indent=2))
@@ -176,7 +176,7 @@ def status(
 
 
 def _echo_staleness(lake) -> None:
-    """Pins and staleness of one lake under `dpone fork status` (see lake/staleness.py)."""
+    """Pins and staleness of one lake under `dpone fork status` (see lake/state/staleness.py)."""
     if lake is None or not lake.fork_mode:
         return
     pins = ", ".join(f"{owner}@{snapshot}" for owner, snapshot in sorted(lake.pins.items()))
@@ -233,7 +233,7 @@ def _duration(text: str | None):
 
 def _touch(workspace_id: str) -> None:
     from dpone_dagster.config import load_config
-    from dpone_dagster.lake.usage import touch_last_used
+    from dpone_dagster.lake.state.usage import touch_last_used
 
     touch_last_used(workspace_id, load_config())
 

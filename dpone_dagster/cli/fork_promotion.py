@@ -1,6 +1,6 @@
 """`dpone fork diff` and `dpone fork promote`, registered on the `dpone fork` group by `register`.
 
-Thin wrappers over `lake/diff.py` and `lake/promote.py`; every refusal prints its stable code and
+Thin wrappers over `lake/lifecycle/diff.py` and `lake/lifecycle/promote.py`; every refusal prints its stable code and
 exits 1. What a reader could get wrong: the two run in different processes on purpose. `diff` runs
 where the configured workspace is the fork (`DPONE_WORKSPACE=<fork>`) and prints the `diff_id` to
 review; `promote` runs where the configured workspace is the fork's parent and needs that id.
@@ -25,7 +25,7 @@ def diff(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Diff a fork's own tables against what its parent has (run in the fork's process)."""
-    from dpone_dagster.lake.diff import fork_diff
+    from dpone_dagster.lake.lifecycle.diff import fork_diff
 
     result = fork_diff(workspace_id, tables or (), lake=lake, key=key or None, since_pin=since_pin)
     if as_json:
@@ -43,7 +43,7 @@ def promote(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Publish fork tables into the parent in one transaction (run in the parent's process)."""
-    from dpone_dagster.lake.promote import promote as promote_tables
+    from dpone_dagster.lake.lifecycle.promote import promote as promote_tables
 
     result = promote_tables(workspace_id, tables, diff_id, lake=lake)
     if as_json:

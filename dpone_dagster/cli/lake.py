@@ -3,7 +3,7 @@
 What a reader could get wrong: `dpone lake sql WS LAKE` only prints the attach statements (secrets
 redacted); with `--execute SQL` it attaches the lake exactly as a job would and runs SQL through the
 same `GuardedConnection` jobs get, so ATTACH/DETACH, maintenance on ancestors and the other
-refusals of `dpone_dagster.lake.sql_guard` apply here too (refused with their code, exit 1).
+refusals of `dpone_dagster.lake.guard.checker` apply here too (refused with their code, exit 1).
 Printing works for any workspace; executing only for the workspace this process's configuration
 names (`DPONE_WORKSPACE` / `dpone.yaml`), like a Dagster run: from a fork's shell,
 `dpone lake sql prod main -e …` is refused with `workspace.not_this_deployment`.
@@ -30,10 +30,10 @@ def sql(
 ) -> None:
     """Print the statements a job in WORKSPACE would run to attach LAKE (secrets redacted), or,
     with --execute, run SQL on LAKE attached that way and print the last statement's rows."""
-    from dpone_dagster.lake.resolve import resolve
+    from dpone_dagster.lake.resolution.seam import resolve
 
     if execute is not None:
-        from dpone_dagster.defs.workspace_binding import check_tags
+        from dpone_dagster.integration.binding import check_tags
 
         check_tags({"dpone/workspace": workspace_id})  # before anything is resolved or attached
     resolved = resolve(workspace_id, lake, targets=target)
@@ -44,9 +44,9 @@ def sql(
         import duckdb
 
         from dpone_dagster.errors import LakeError
-        from dpone_dagster.lake.guarded import GuardedConnection
-        from dpone_dagster.lake.sql import quote_ident
-        from dpone_dagster.lake.sql_guard import SqlGuard
+        from dpone_dagster.lake.guard.connection import GuardedConnection
+        from dpone_dagster.lake.guard.statement import quote_ident
+        from dpone_dagster.lake.guard.checker import SqlGuard
 
         guard = SqlGuard.for_lake(resolved)
         guard.check(execute)  # before anything is attached
@@ -81,7 +81,7 @@ def maintain(
     import json
 
     from dpone_dagster.config import parse_duration
-    from dpone_dagster.lake.maintenance import maintain as run_maintenance
+    from dpone_dagster.lake.lifecycle.maintenance import maintain as run_maintenance
 
     report = run_maintenance(
         lake, dry_run=dry_run, snapshot_retention=parse_duration(retention), file_grace=parse_duration(file_grace)

@@ -14,7 +14,7 @@ with the platform-adapter resources, and nothing read here (embedded grant diges
 records) is ever treated as authority.
 
 `dpone release recover|repair-audit|rollback|gc [--dry-run] [--json]` are the operator operations
-(`dpone_dagster.release.operations`) over the configured release platform's resources, exactly what
+(`dpone_dagster.release.delivery.operations`) over the configured release platform's resources, exactly what
 the `release_*_job` jobs run: authority comes from the authority location and the protected target,
 never from a flag or a file named on the command line. Each prints what it did (`action`), the
 receipt it ran under, and exits 1 with `refused: [code] message` on a typed refusal.
@@ -33,13 +33,13 @@ import typer
 
 from dpone_dagster.config import load_config
 from dpone_dagster.contracts.bounds import parse_timestamp
-from dpone_dagster.defs.release.platform import object_store
+from dpone_dagster.release.platform.target import object_store
 from dpone_dagster.errors import DponeError
-from dpone_dagster.release.bundle import PARENT_PATH, ReleaseBundle, open_bundle
-from dpone_dagster.release.install import read_deployment
+from dpone_dagster.release.build.bundle import PARENT_PATH, ReleaseBundle, open_bundle
+from dpone_dagster.release.delivery.install import read_deployment
 from dpone_dagster.contracts.release_records import DeploymentRecord
-from dpone_dagster.release.object_stores import LocalDirectoryStore
-from dpone_dagster.release.registry import RELEASES, ReleaseRegistry
+from dpone_dagster.release.delivery.object_stores import LocalDirectoryStore
+from dpone_dagster.release.delivery.registry import RELEASES, ReleaseRegistry
 
 app = typer.Typer(no_args_is_help=True, add_completion=False)
 
@@ -150,7 +150,7 @@ def _operations():
     """The operations service over the configured platform's release resources (as the jobs use)."""
     from dpone_dagster.defs.release import resources
     from dpone_dagster.defs.release.operations import release_operations
-    from dpone_dagster.defs.release.settings import release_settings
+    from dpone_dagster.release.platform.settings import release_settings
 
     settings = release_settings(load_config())
     return release_operations(

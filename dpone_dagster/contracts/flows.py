@@ -10,7 +10,7 @@ An ordinary workload lives in `flows/<pack_id>/` of the source repository and is
   graph: one task per pre-hook plus one runtime task, each with its exact generated command, and a
   `fingerprint` over everything else in the pack.
 
-`OrdinaryCapture` (built by `dpone_dagster.release.flows.capture_ordinary`) is what release
+`OrdinaryCapture` (built by `dpone_dagster.release.build.flows.capture_ordinary`) is what release
 composition consumes. Per workload (`CapturedWorkload`, sorted by `pack_id`):
 
 - `pack_id` (the ordinary workload id in grants), `selector`, `dag_id`, `schedule`;

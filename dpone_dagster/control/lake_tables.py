@@ -11,7 +11,7 @@
   drift adds rows instead of replacing them. No foreign key to `workspace`: a row outlives its workspace until
   both its schema and its data are gone.
 - `fork_built_from`: per fork-materialized table, the snapshot of each ancestor it could read at
-  its latest build (`lake/pins.py` `built_from`); staleness and promotion compare against it.
+  its latest build (`lake/resolution/pins.py` `built_from`); staleness and promotion compare against it.
 - `fork_prefix_tombstone`: a ledger row whose schema is gone and whose prefix was swept empty, but
   where a writer the drop could not prove gone (PostgreSQL catalogs) may still upload files: the row
   moves here (same columns, in the same transaction) with `swept_at`, and later cleanups sweep the

@@ -82,7 +82,7 @@ fork_pin = sa.Table(
     sa.Column("snapshot_id", sa.BigInteger, nullable=False),
     sa.Column("pinned_at", sa.String(32), nullable=False),
 )
-"""A pinned fork reads ancestor `owner_workspace_id`'s lake at `snapshot_id` (see `lake/pins.py`);
+"""A pinned fork reads ancestor `owner_workspace_id`'s lake at `snapshot_id` (see `lake/resolution/pins.py`);
 a fork-mode lake without rows reads its ancestors live. Rows go with the workspace (drop, re-create)."""
 
 workspace_usage = sa.Table(

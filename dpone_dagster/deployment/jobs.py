@@ -1,7 +1,7 @@
 """One Dagster job per task of an installed release; each asks the standard runtime to start its task.
 
 Each job has a single op that builds the standard runtime launcher for this run (real, ledgered
-ports: `dpone_dagster.runtime.ports`) and calls it. Admission decides before any port:
+ports: `dpone_dagster.release.runtime.ports`) and calls it. Admission decides before any port:
 
 - a refusal (every development-family task) is persisted (a `runtime_denials` row in the control
   store and the release state Installed → Denied, through `ReleaseDenials`), tagged on the run
@@ -29,12 +29,12 @@ from dpone_dagster.clock import Clock
 from dpone_dagster.config import load_config
 from dpone_dagster.control.store import open_store
 from dpone_dagster.errors import DponeError
-from dpone_dagster.platform.settings import ReleaseSettings
-from dpone_dagster.platform.target import ProtectedTarget
-from dpone_dagster.release.admission import SYNTHETIC_FAMILY, AdmissionView, ExecutionDeniedError
+from dpone_dagster.release.platform.settings import ReleaseSettings
+from dpone_dagster.release.platform.target import ProtectedTarget
+from dpone_dagster.release.runtime.admission import SYNTHETIC_FAMILY, AdmissionView, ExecutionDeniedError
 from dpone_dagster.release.state import ReleaseDenials, ReleaseStateMachine
-from dpone_dagster.runtime.catalog import DormantTask
-from dpone_dagster.runtime.ports import AccessLedger, RunnableRelease, WriteOutcome, runtime_launcher
+from dpone_dagster.release.runtime.catalog import DormantTask
+from dpone_dagster.release.runtime.ports import AccessLedger, RunnableRelease, WriteOutcome, runtime_launcher
 
 TAG_PREFIX = "dpone/"
 DENIAL_ORIGIN = "deployment_run"

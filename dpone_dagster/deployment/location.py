@@ -18,7 +18,7 @@ What a reader could get wrong: this location never writes a cache. It reads the 
 through an admission port that refuses every protected operation, so not even a bug here could
 install, activate or repair a release. Reload the location in the UI after the release job activates
 a new release; code locations are loaded once, not watched. This package never imports
-`dpone_dagster.defs` (settings and platform types live in `dpone_dagster.platform`).
+`dpone_dagster.defs` (settings and platform types live in `dpone_dagster.release.platform`).
 """
 
 from __future__ import annotations
@@ -36,10 +36,10 @@ from dpone_dagster.deployment.active import (
     read_only_cache,
 )
 from dpone_dagster.deployment.jobs import DeploymentRuntime, FamilyRelease, task_job
-from dpone_dagster.platform.settings import ReleaseSettings, release_settings
-from dpone_dagster.platform.target import PlatformError, ProtectedTarget
-from dpone_dagster.runtime.catalog import dormant_tasks, job_names, synthetic_tasks
-from dpone_dagster.runtime.ports import AccessLedger
+from dpone_dagster.release.platform.settings import ReleaseSettings, release_settings
+from dpone_dagster.release.platform.target import PlatformError, ProtectedTarget
+from dpone_dagster.release.runtime.catalog import dormant_tasks, job_names, synthetic_tasks
+from dpone_dagster.release.runtime.ports import AccessLedger
 
 SYNTHETIC_JOB_PREFIX = "synthetic__"
 

@@ -8,7 +8,7 @@ model SQL; the plugin then
    extensions loaded from their wheels), and
 2. attaches the lake through `resolve(workspace, lake, targets=...)` -> `ResolvedLake.apply()`, so
    a fork's dbt run writes its own namespace exactly like every other DuckLake access, and
-3. puts `dpone_dagster.lake.sql_guard` in front of every SQL text dbt sends: dbt-core and
+3. puts `dpone_dagster.lake.guard.checker` in front of every SQL text dbt sends: dbt-core and
    dbt-duckdb run all model, hook, test, seed and run-operation SQL through
    `handle.cursor().execute(...)`, and every such cursor is a `DuckDBCursorWrapper` built by dbt-duckdb's
    local environment; `initialize` makes that class wrap its cursor in a `GuardedConnection`.
@@ -20,7 +20,7 @@ targets are the tables this dbt invocation will write; the Dagster dbt asset han
 `DPONE_DBT_TARGETS` (comma-separated `schema.table`), because dbt offers no other channel from the
 caller into a plugin that does not also invalidate dbt's partial parsing. The tables the selection
 reads come the same way in `DPONE_DBT_READS` (a fork then creates only those defer views; unset, as
-for a plain `dbt build` by hand, every table is deferred: `lake/reads.py`).
+for a plain `dbt build` by hand, every table is deferred: `lake/resolution/reads.py`).
 
 What a reader could get wrong: the profile's `database` must be the alias `resolve()` attaches
 (`lake_<lake>`), and the profile's `attach:` entry with that alias is only a declaration for
@@ -40,10 +40,11 @@ from dbt.adapters.duckdb.plugins import BasePlugin
 from dpone_dagster.config import DEFAULT_LAKE, load_config
 from dpone_dagster.errors import LakeError
 from dpone_dagster.lake import duck
-from dpone_dagster.lake.guarded import GuardedConnection
-from dpone_dagster.lake.reads import reads_from_env
-from dpone_dagster.lake.resolve import ResolvedLake, resolve
-from dpone_dagster.lake.sql_guard import SqlGuard
+from dpone_dagster.lake.guard.connection import GuardedConnection
+from dpone_dagster.lake.resolution.reads import reads_from_env
+from dpone_dagster.lake.resolution.seam import resolve
+from dpone_dagster.lake.resolution.apply import ResolvedLake
+from dpone_dagster.lake.guard.checker import SqlGuard
 
 TARGETS_ENV = "DPONE_DBT_TARGETS"
 GUARDED_DBT_DUCKDB = "1.11.1"

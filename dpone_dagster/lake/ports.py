@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Protocol
 
 from dpone_dagster.config import StorageConfig
-from dpone_dagster.lake.attach import CatalogLocation
+from dpone_dagster.lake.resolution.attach import CatalogLocation
 
 Clock = Callable[[], datetime]
 

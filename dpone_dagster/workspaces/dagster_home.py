@@ -29,7 +29,7 @@ from pathlib import Path
 from dpone_dagster.config import DponeConfig
 from dpone_dagster.contracts.workspace_ids import ROOT_WORKSPACE, check_workspace_id
 from dpone_dagster.errors import WorkspaceError
-from dpone_dagster.lake.naming import hash8
+from dpone_dagster.lake.resolution.naming import hash8
 
 MARKER_FILE = ".dpone-workspace"
 INSTANCE_FILE = "dagster.yaml"

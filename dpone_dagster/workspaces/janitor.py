@@ -1,6 +1,6 @@
 """The TTL janitor: drop throwaway forks that nobody has used for longer than their TTL.
 
-A fork's idle clock is its `last_used_at` (`lake/usage.py`: every resolution — so every run and
+A fork's idle clock is its `last_used_at` (`lake/state/usage.py`: every resolution — so every run and
 `dpone lake sql` — and every `dpone fork status` moves it, at most once a minute), or its creation
 time when it was never touched. Its TTL is the one it was created with (`dpone fork create --ttl`),
 else the configuration's `forks.ttl`, else the janitor's `--ttl` override when one is given (an

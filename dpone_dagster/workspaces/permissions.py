@@ -18,8 +18,8 @@ from sqlalchemy.engine import Connection
 
 from dpone_dagster.control.workspace_tables import workspace_admin
 from dpone_dagster.errors import WorkspaceError
-from dpone_dagster.workspaces.ids import ROOT_WORKSPACE
-from dpone_dagster.workspaces.repository import Workspace, ancestor_chain
+from dpone_dagster.contracts.workspace_ids import ROOT_WORKSPACE
+from dpone_dagster.control.workspace_tables import Workspace, ancestor_chain
 
 
 class PermissionDeniedError(WorkspaceError):

@@ -13,7 +13,7 @@ namespaces after; a partial cleanup leaves ledger rows that `dpone fork drop ID`
 job) retries later, even though the workspace no longer exists. Only a complete cleanup removes the
 fork's embedded Dagster home (`workspaces/dagster_home.py`). Every drop also re-sweeps the
 tombstones of *other* workspaces (swept prefixes a late writer may still have written, see
-`lake/cleanup.py`); `sweep()` does only that.
+`lake/lifecycle/cleanup.py`); `sweep()` does only that.
 """
 
 from __future__ import annotations
@@ -29,16 +29,16 @@ from dpone_dagster.config import DponeConfig, load_config
 from dpone_dagster.control.store import open_store
 from dpone_dagster.control.workspace_tables import set_usage
 from dpone_dagster.errors import WorkspaceError
-from dpone_dagster.lake.cleanup import CleanupPorts, CleanupReport, drop_fork_namespaces, sweep_tombstones
+from dpone_dagster.lake.lifecycle.cleanup import CleanupPorts, CleanupReport, drop_fork_namespaces, sweep_tombstones
 from dpone_dagster.lake.ports import Clock, utc_now
-from dpone_dagster.lake.registry import records, tombstones
-from dpone_dagster.lake.roles import has_roles
-from dpone_dagster.lake.tracking import forget_workspace
+from dpone_dagster.lake.state.registry import records, tombstones
+from dpone_dagster.lake.lifecycle.roles import has_roles
+from dpone_dagster.lake.state.tracking import forget_workspace
 from dpone_dagster.workspaces import repository as repo
 from dpone_dagster.workspaces.dagster_home import remove_dagster_home
-from dpone_dagster.workspaces.ids import ROOT_WORKSPACE, check_workspace_id
+from dpone_dagster.contracts.workspace_ids import ROOT_WORKSPACE, check_workspace_id
 from dpone_dagster.workspaces.permissions import require_may_drop, require_may_grant
-from dpone_dagster.workspaces.repository import MAX_CHAIN_DEPTH, Workspace
+from dpone_dagster.control.workspace_tables import MAX_CHAIN_DEPTH, Workspace
 
 log = logging.getLogger(__name__)
 
@@ -203,7 +203,7 @@ class Workspaces:
         """`pin` (or a lake's `defer: pinned`): pin each isolated lake at its ancestors' snapshots now.
         A pin that cannot be read is refused (`lake.pin_unavailable`) after creation: the fork
         exists and reads live until `dpone fork repin` succeeds."""
-        from dpone_dagster.lake.pins import pin_lake
+        from dpone_dagster.lake.resolution.pins import pin_lake
 
         for settings, is_shared in lakes:
             if not is_shared and (pin or settings.defer == "pinned"):
@@ -212,7 +212,7 @@ class Workspaces:
     def repin(self, workspace_id: str, lake: str | None = None, *, actor: str) -> dict[str, dict[str, int]]:
         """Move the pins of a fork's pinned lakes (or of `lake`, pinning it if it was live) to the
         ancestors' current snapshots. Returns lake -> ancestor -> new pinned snapshot."""
-        from dpone_dagster.lake.pins import pin_lake, pins
+        from dpone_dagster.lake.resolution.pins import pin_lake, pins
 
         check_workspace_id(workspace_id)
         with self.engine.begin() as conn:
@@ -353,11 +353,12 @@ class Workspaces:
 
 def _provision_catalog_roles(workspace_id: str, lake: str, config: DponeConfig) -> None:
     """Give a new fork its PostgreSQL writer/reader roles now, while the admin credential is here
-    (see `lake/roles.py`). A failure is logged, not raised: the fork's first resolution retries,
+    (see `lake/lifecycle/roles.py`). A failure is logged, not raised: the fork's first resolution retries,
     and refuses to attach (`lake.fork_roles_missing`) while the roles cannot be made."""
     from dpone_dagster.errors import DponeError
-    from dpone_dagster.lake.fork_plan import ForkCatalogUnsupportedError, physical_lake, workspace_lake_view
-    from dpone_dagster.lake.roles import provision
+    from dpone_dagster.lake.resolution.fork import ForkCatalogUnsupportedError, physical_lake
+    from dpone_dagster.lake.state.tracking import workspace_lake_view
+    from dpone_dagster.lake.lifecycle.roles import provision
 
     try:
         view = workspace_lake_view(workspace_id, lake, config)

@@ -13,10 +13,10 @@ from dataclasses import asdict, dataclass, field
 
 from dpone_dagster.config import DponeConfig, load_config
 from dpone_dagster.errors import LakeError
-from dpone_dagster.lake.attach import absolute_data_path
-from dpone_dagster.lake.fork_plan import physical_lake
-from dpone_dagster.lake.naming import fork_metadata_schema
-from dpone_dagster.lake.tracking import state_in_chain, workspace_lake_view
+from dpone_dagster.lake.resolution.attach import absolute_data_path
+from dpone_dagster.lake.resolution.fork import physical_lake
+from dpone_dagster.lake.resolution.naming import fork_metadata_schema
+from dpone_dagster.lake.state.tracking import state_in_chain, workspace_lake_view
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,8 @@ from datetime import UTC, datetime
 from dpone_dagster.authority import ports as authority_ports
 from dpone_dagster.authority.memory import FixedClock
 from dpone_dagster.clock import Clock, SystemClock
-from dpone_dagster.release import install, pipeline
+from dpone_dagster.release import pipeline
+from dpone_dagster.release.delivery import install
 
 
 def test_the_system_clock_answers_aware_utc() -> None:

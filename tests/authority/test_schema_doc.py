@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dpone_dagster.authority import schema_doc
+from devtools import schema_doc
 from dpone_dagster.authority.error_catalog import all_codes
 from dpone_dagster.contracts.dispatch import DOCUMENT_TYPES
 
 
 def test_committed_reference_matches_the_models() -> None:
-    assert schema_doc.main(["--check"]) == 0, "run: python -m dpone_dagster.authority.schema_doc --write"
+    assert schema_doc.main(["--check"]) == 0, "run: python -m devtools.schema_doc --write"
 
 
 def test_reference_covers_every_document_and_code() -> None:

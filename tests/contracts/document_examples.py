@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from dpone_dagster.authority.synthetic_documents import synthetic_documents
+from devtools.synthetic_documents import synthetic_documents
 
 VECTORS = Path(__file__).parent / "vectors"
 

@@ -7,7 +7,7 @@ import pytest
 
 @pytest.fixture(scope="session")
 def prepared_manifest() -> None:
-    from dpone_dagster.defs.dbt.project import prepare_manifest
+    from dpone_dagster.integration.dbt.project import prepare_manifest
 
     prepare_manifest()
 

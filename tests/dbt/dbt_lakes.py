@@ -20,7 +20,7 @@ import pytest
 from dpone_dagster.config import DponeConfig, load_config
 from dpone_dagster.control.store import reset_store_cache
 from dpone_dagster.lake import duck
-from dpone_dagster.lake.resolve import resolve
+from dpone_dagster.lake.resolution.seam import resolve
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DBT_PROJECT_DIR = REPO_ROOT / "dbt_project_synthetic"
@@ -81,7 +81,7 @@ class LakeSetup:
 
     def dbt(self, *args: str) -> subprocess.CompletedProcess:
         """Run the venv's dbt in the project with these overrides; fails the test on error."""
-        from dpone_dagster.defs.dbt.project import dbt_executable
+        from dpone_dagster.integration.dbt.project import dbt_executable
 
         env = {k: v for k, v in os.environ.items() if not k.startswith("DPONE_")}
         env.update(self.env)

@@ -18,11 +18,11 @@ from dagster.components.testing import create_defs_folder_sandbox
 from dbt_lakes import LakeSetup
 
 from dpone_dagster.config import load_config
-from dpone_dagster.defs.dbt.component import ForkAwareDbtProjectComponent
-from dpone_dagster.defs.dbt.factory import fork_aware_dbt_assets
-from dpone_dagster.defs.dbt.project import DbtProjectError
-from dpone_dagster.lake.table_states import lake_table_states
-from dpone_dagster.lake.resolve import TableName
+from dpone_dagster.integration.dbt.component import ForkAwareDbtProjectComponent
+from dpone_dagster.integration.dbt.factory import fork_aware_dbt_assets
+from dpone_dagster.integration.dbt.project import DbtProjectError
+from dpone_dagster.lake.state.table_states import lake_table_states
+from dpone_dagster.lake.resolution.plan import TableName
 from dpone_dagster.workspaces.service import Workspaces
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "dbt_tiny"
@@ -55,7 +55,7 @@ def test_the_tiny_project_materializes_in_a_fork_through_the_component_with_defe
             component_cls=ForkAwareDbtProjectComponent, defs_path="tiny_dbt", scaffold_params={"project_path": str(tiny_project)}
         )
         written = yaml.safe_load((defs_path / "defs.yaml").read_text())
-        assert written["type"] == "dpone_dagster.defs.dbt.component.ForkAwareDbtProjectComponent"
+        assert written["type"] == "dpone_dagster.integration.dbt.component.ForkAwareDbtProjectComponent"
         assert written["attributes"]["project_dir"].startswith("{{ context.project_root }}/")
         with sandbox.load_component_and_build_defs(defs_path=defs_path) as (component, defs):
             assert isinstance(component, ForkAwareDbtProjectComponent)
@@ -137,8 +137,8 @@ def test_the_tiny_project_merges_with_the_lake_domain_and_is_observed(tiny_proje
     from dagster import Definitions
 
     from dpone_dagster.defs import lake
-    from dpone_dagster.defs.dbt.factory import fork_aware_dbt_definitions
-    from dpone_dagster.defs.lake.observations import ducklake_asset_keys
+    from dpone_dagster.integration.dbt.factory import fork_aware_dbt_definitions
+    from dpone_dagster.integration.lake.observations import ducklake_asset_keys
 
     with LakeSetup(tmp_path / "state").applied():
         tiny = fork_aware_dbt_definitions(project_dir=tiny_project, dbt_resource_key="tiny_dbt")

@@ -1,4 +1,4 @@
-"""Defer only what a dbt job reads: the read set comes from dbt's graph (`defs/dbt/reads.py`), and a
+"""Defer only what a dbt job reads: the read set comes from dbt's graph (`integration/dbt/reads.py`), and a
 fork dbt run creates exactly those defer views (counted in the fork catalog afterwards)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from dagster import AssetKey
 from dbt_lakes import DBT_PROJECT_DIR, LakeSetup, materialize_synthetic_dbt
 
-from dpone_dagster.defs.dbt.reads import dbt_reads
+from dpone_dagster.integration.dbt.reads import dbt_reads
 
 FORK = "wm-fork-dbt-reads"
 
@@ -50,7 +50,7 @@ def test_an_ephemeral_parent_is_read_through_and_sources_count():
 def test_a_fork_dbt_run_of_one_model_creates_exactly_its_upstream_views(built_prod_lake):
     from dpone_dagster.config import load_config
     from dpone_dagster.lake import duck
-    from dpone_dagster.lake.resolve import resolve
+    from dpone_dagster.lake.resolution.seam import resolve
     from dpone_dagster.workspaces.service import Workspaces
 
     root, built = built_prod_lake

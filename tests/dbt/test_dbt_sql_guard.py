@@ -17,8 +17,8 @@ import pytest
 from dbt_lakes import DBT_PROJECT_DIR, LakeSetup
 
 from dpone_dagster.lake import dbt_plugin
-from dpone_dagster.lake.guarded import GuardedConnection
-from dpone_dagster.lake.sql_guard import SqlGuard, SqlGuardError
+from dpone_dagster.lake.guard.connection import GuardedConnection
+from dpone_dagster.lake.guard.checker import SqlGuard, SqlGuardError
 
 FORK = "wm-fork-dbt-guard"
 
@@ -40,9 +40,9 @@ def _parent_state(setup: LakeSetup, catalog: str) -> tuple:
 @pytest.mark.slow
 def test_dbt_run_operation_cannot_run_maintenance_on_the_ancestor(tmp_path):
     from dpone_dagster.config import load_config
-    from dpone_dagster.defs.dbt.project import dbt_executable
+    from dpone_dagster.integration.dbt.project import dbt_executable
     from dpone_dagster.lake import duck
-    from dpone_dagster.lake.resolve import resolve
+    from dpone_dagster.lake.resolution.seam import resolve
     from dpone_dagster.workspaces.service import Workspaces
 
     setup = LakeSetup(tmp_path)

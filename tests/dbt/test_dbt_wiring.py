@@ -24,7 +24,7 @@ def project_copy(tmp_path):
 
 
 def test_manifest_is_parsed_once_and_again_only_when_the_sources_change(project_copy):
-    from dpone_dagster.defs.dbt.project import DbtProjectError, manifest_is_current, prepare_manifest
+    from dpone_dagster.integration.dbt.project import DbtProjectError, manifest_is_current, prepare_manifest
 
     assert not manifest_is_current(project_copy)
     assert prepare_manifest(project_copy) is True
@@ -52,8 +52,8 @@ def test_targets_round_trip_through_the_environment():
 
 
 def test_the_subprocess_environment_is_set_only_inside_the_block(monkeypatch):
-    from dpone_dagster.defs.dbt.assets import dbt_subprocess_env
-    from dpone_dagster.defs.lake.resources import DuckLakeResource
+    from dpone_dagster.integration.dbt.factory import dbt_subprocess_env
+    from dpone_dagster.integration.lake.resources import DuckLakeResource
 
     monkeypatch.setenv("DPONE_WORKSPACE", "wm-fork-x")
     monkeypatch.delenv(TARGETS_ENV, raising=False)
@@ -81,7 +81,8 @@ class _Invocation:
 
 
 def test_errored_models_are_named_by_their_lake_table():
-    from dpone_dagster.defs.dbt.assets import DBT_PROJECT, failed_tables
+    from dpone_dagster.defs.dbt.assets import DBT_PROJECT
+    from dpone_dagster.integration.dbt.factory import failed_tables
 
     manifest = json.loads(DBT_PROJECT.manifest_path.read_text(encoding="utf-8"))
     results = [

@@ -81,8 +81,8 @@ def test_scd2_dimension_starts_with_one_current_version_per_customer(built):
 
 def test_materializations_are_recorded_and_carry_lake_metadata(built):
     from dpone_dagster.control.store import open_store
-    from dpone_dagster.lake.resolve import TableName
-    from dpone_dagster.lake.tracking import read_chain_tracking
+    from dpone_dagster.lake.resolution.plan import TableName
+    from dpone_dagster.lake.state.tracking import read_chain_tracking
 
     setup, result = built
     with open_store(setup.config().control_store).connect() as conn:

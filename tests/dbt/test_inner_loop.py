@@ -16,7 +16,7 @@ import dagster as dg
 import pytest
 from dagster._core.definitions.reconstruct import ReconstructableRepository
 
-from dpone_dagster.defs.workspace_binding import DEFAULT_EXECUTOR, IN_PROCESS_ALONE_TAG, route_run
+from dpone_dagster.integration.binding import DEFAULT_EXECUTOR, IN_PROCESS_ALONE_TAG, route_run
 
 ALONE = {IN_PROCESS_ALONE_TAG: "true"}
 
@@ -84,13 +84,13 @@ def test_a_mixed_run_keeps_the_multiprocess_executor(tmp_path):
     ],
 )
 def test_run_and_step_workers_are_recognised(argv, worker):
-    from dpone_dagster.defs.dbt.project import in_run_worker
+    from dpone_dagster.integration.dbt.project import in_run_worker
 
     assert in_run_worker(argv, spawned=False) is worker
 
 
 def _report_in_run_worker(queue) -> None:
-    from dpone_dagster.defs.dbt.project import in_run_worker
+    from dpone_dagster.integration.dbt.project import in_run_worker
 
     queue.put(in_run_worker())
 
@@ -99,7 +99,7 @@ def test_a_run_a_code_server_spawns_is_a_run_worker(monkeypatch):
     """A UI/GraphQL launch runs in a multiprocessing child of `dagster api grpc` (same argv)."""
     import multiprocessing
 
-    from dpone_dagster.defs.dbt.project import in_run_worker
+    from dpone_dagster.integration.dbt.project import in_run_worker
 
     grpc = ["/x/dagster/__main__.py", "api", "grpc", "--socket", "/tmp/s"]
     assert in_run_worker(grpc, spawned=True) is True
@@ -114,7 +114,7 @@ def test_a_run_a_code_server_spawns_is_a_run_worker(monkeypatch):
 
 
 def test_a_run_worker_never_parses_even_after_a_model_edit(monkeypatch, prepared_manifest):
-    from dpone_dagster.defs.dbt import project as project_module
+    from dpone_dagster.integration.dbt import project as project_module
 
     parsed: list[str] = []
 

@@ -1,4 +1,4 @@
-"""Fixed costs of a one-model fork run that must not come back (see `defs/dbt/cli.py`).
+"""Fixed costs of a one-model fork run that must not come back (see `integration/dbt/cli.py`).
 
 - the dbt resource answers its CLI version without running `dbt --version` (a whole dbt start-up)
   when its executable is the venv's dbt, and still asks any other executable;
@@ -15,8 +15,8 @@ from dagster_dbt import DbtCliResource
 from dagster_dbt.compat import DBT_PYTHON_VERSION
 from packaging import version
 
-from dpone_dagster.defs.dbt.cli import InstalledDbtCliResource, is_installed_dbt
-from dpone_dagster.defs.dbt.project import dbt_executable, synthetic_dbt_project
+from dpone_dagster.integration.dbt.cli import InstalledDbtCliResource, is_installed_dbt
+from dpone_dagster.integration.dbt.project import dbt_executable, synthetic_dbt_project
 
 
 def _resource(executable: str | None = None) -> DbtCliResource:

@@ -63,7 +63,7 @@ def _env(setup: LakeSetup, list_files) -> LakeEnv:
 def _scenario(setup: LakeSetup, list_files) -> None:
     from dpone_dagster.defs.dbt.assets import synthetic_dbt_assets
     from dpone_dagster.defs.dbt.partitioned import synthetic_dbt_daily_assets
-    from dpone_dagster.lake.resolve import resolve
+    from dpone_dagster.lake.resolution.seam import resolve
     from dpone_dagster.workspaces.service import Workspaces
     from dpone_dagster.workspaces.status import workspace_status
 

@@ -18,10 +18,10 @@ import json
 import pytest
 from dagster import AssetSpec
 
-import dpone_dagster.defs.dbt.translator as translator_module
-from dpone_dagster.defs.dbt.factory import fork_aware_dbt_assets
-from dpone_dagster.defs.dbt.project import synthetic_dbt_project
-from dpone_dagster.defs.dbt.translator import FORK_KIND, WORKSPACE_TAG, SyntheticDbtTranslator
+import dpone_dagster.integration.dbt.translator as translator_module
+from dpone_dagster.integration.dbt.factory import fork_aware_dbt_assets
+from dpone_dagster.integration.dbt.project import synthetic_dbt_project
+from dpone_dagster.integration.dbt.translator import FORK_KIND, WORKSPACE_TAG, SyntheticDbtTranslator
 
 
 @pytest.fixture

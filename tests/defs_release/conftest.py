@@ -18,7 +18,7 @@ import pytest
 from dpone_dagster.config import load_config
 from dpone_dagster.control.store import reset_store_cache
 from dpone_dagster.defs.release.definitions import build_definitions
-from dpone_dagster.defs.release.settings import ReleaseSettings, release_settings
+from dpone_dagster.release.platform.settings import ReleaseSettings, release_settings
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -11,7 +11,7 @@ from dpone_dagster.config import load_config
 from dpone_dagster.defs.release.definitions import build_definitions
 from dpone_dagster.defs.release.resources import RESOURCE_KEYS
 from dpone_dagster.defs.release.stage_values import IO_MANAGER_KEY as STAGE_VALUES_KEY
-from dpone_dagster.defs.release.settings import release_settings
+from dpone_dagster.release.platform.settings import release_settings
 
 LINEAGE = {
     "development_policy": set(),

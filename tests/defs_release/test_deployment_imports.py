@@ -1,5 +1,5 @@
 """The deployment location never imports the release group's entry point (`dpone_dagster.defs`), not even
-transitively, and the runtime/platform services it uses import no entry point at all (read with `ast`)."""
+transitively, and the release/runtime/platform services it uses import no entry point at all (read with `ast`)."""
 
 from __future__ import annotations
 

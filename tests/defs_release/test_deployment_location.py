@@ -7,9 +7,9 @@ import pytest
 
 from dpone_dagster.deployment.active import DeploymentLoadError, load_active_release, read_only_cache
 from dpone_dagster.deployment.location import build_definitions
-from dpone_dagster.runtime.ports import AccessLedger, LedgeredCredentialResolver
+from dpone_dagster.release.runtime.ports import AccessLedger, LedgeredCredentialResolver
 from dpone_dagster.errors import DponeError
-from dpone_dagster.release.admission import RuntimeTask, TaskKind
+from dpone_dagster.release.runtime.admission import RuntimeTask, TaskKind
 from dpone_dagster.clock import SystemClock
 from tests.synthetic_project import NATIVE_MODELS, ORDINARY_FLOWS, PRE_HOOKS
 
@@ -81,7 +81,7 @@ def test_the_ledger_records_a_credential_resolution_when_one_happens(copied_rele
 
 def test_revoked_authority_changes_the_denial_reason(copied_release, env_of):
     from dpone_dagster.contracts.base import parse_document
-    from dpone_dagster.defs.release.platform import ProtectedTargetDocument
+    from dpone_dagster.release.platform.target import ProtectedTargetDocument
 
     setup = env_of(copied_release)
     path = setup.settings.protected_target_file

@@ -21,7 +21,7 @@ from dagster._core.definitions.reconstruct import ReconstructableRepository
 
 from dpone_dagster.defs.release.assets import GROUP, RELEASE_ASSETS, STAGE_TAGS
 from dpone_dagster.defs.release.checks import RELEASE_CHECKS
-from dpone_dagster.defs.workspace_binding import DEFAULT_EXECUTOR, IN_PROCESS_TAG, WORKSPACE_TAG, route_run
+from dpone_dagster.integration.binding import DEFAULT_EXECUTOR, IN_PROCESS_TAG, WORKSPACE_TAG, route_run
 
 STAGES = {asset.key.to_user_string() for asset in RELEASE_ASSETS}
 

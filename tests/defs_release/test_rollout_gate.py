@@ -8,17 +8,17 @@ from types import SimpleNamespace
 
 import pytest
 
-import dpone_dagster.release.admission as admission
+import dpone_dagster.release.runtime.admission as admission
 from defs_release.conftest import check_results, materializations, step_failures
 from dpone_dagster.clock import SystemClock
 from dpone_dagster.control.store import open_store
 from dpone_dagster.defs.release.gate import install_stage_gate
 from dpone_dagster.defs.release.resources import release_pipeline, release_resources
 from dpone_dagster.deployment.active import installed_admission_view, load_active_release, read_only_cache
-from dpone_dagster.release.admission import AdmissionGrant, TaskKind
+from dpone_dagster.release.runtime.admission import AdmissionGrant, TaskKind
 from dpone_dagster.release.state import ReleaseDenials, ReleaseState, ReleaseStateMachine
-from dpone_dagster.runtime.catalog import dormant_tasks
-from dpone_dagster.runtime.gate import evaluate_rollout_gate
+from dpone_dagster.release.runtime.catalog import dormant_tasks
+from dpone_dagster.release.runtime.gate import evaluate_rollout_gate
 from tests.synthetic_project import NATIVE_MODELS, TASKS
 
 
@@ -142,7 +142,7 @@ def test_a_later_evaluation_never_overwrites_a_linked_report(released, env_of, t
     """The install stage links a report by SHA-256; a later evaluation (new `evaluated_at`) writes its own."""
     from dataclasses import replace
 
-    from dpone_dagster.runtime.gate import write_acceptance_report
+    from dpone_dagster.release.runtime.gate import write_acceptance_report
 
     setup = env_of(released)
     installed = materializations(released.run)["installed_release"]
@@ -157,7 +157,7 @@ def test_a_later_evaluation_never_overwrites_a_linked_report(released, env_of, t
 
 
 def _result_from(report: dict):
-    from dpone_dagster.runtime.gate import GateResult
+    from dpone_dagster.release.runtime.gate import GateResult
 
     return GateResult(
         release_id=report["release_id"],

@@ -8,7 +8,7 @@ import dagster as dg
 
 from dpone_dagster.contracts.base import parse_document
 from dpone_dagster.control.store import open_store
-from dpone_dagster.defs.release.platform import GRANT_KEY, ProtectedTargetDocument
+from dpone_dagster.release.platform.target import GRANT_KEY, ProtectedTargetDocument
 from dpone_dagster.defs.release.sensors import build_release_inputs_sensor, build_revocation_sensor
 from dpone_dagster.release.state import ReleaseStateMachine
 from dpone_dagster.clock import SystemClock

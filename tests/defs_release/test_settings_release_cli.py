@@ -8,8 +8,8 @@ import pytest
 from typer.testing import CliRunner
 
 from dpone_dagster.cli import app
-from dpone_dagster.release.object_stores import S3Store
-from dpone_dagster.release.registry import ReleaseRegistry, commit_key
+from dpone_dagster.release.delivery.object_stores import S3Store
+from dpone_dagster.release.delivery.registry import ReleaseRegistry, commit_key
 from tests.release.fabricated import SyntheticTarget, synthetic_release
 
 pytestmark = pytest.mark.s3

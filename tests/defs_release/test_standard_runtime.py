@@ -15,18 +15,18 @@ from dpone_dagster.contracts.dispatch import DispatchError, read_production_docu
 from dpone_dagster.control.store import open_store
 from dpone_dagster.deployment.active import installed_admission_view, load_active_release, load_synthetic_release, read_only_cache
 from dpone_dagster.deployment.location import build_definitions
-from dpone_dagster.platform.target import ProtectedTargetDocument
-from dpone_dagster.release.admission import (
+from dpone_dagster.release.platform.target import ProtectedTargetDocument
+from dpone_dagster.release.runtime.admission import (
     ExecutionDeniedError,
     StandardRuntimeLauncher,
     TaskKind,
     TaskPlan,
 )
-from dpone_dagster.release.bundle import PARENT_PATH, open_bundle
+from dpone_dagster.release.build.bundle import PARENT_PATH, open_bundle
 from dpone_dagster.release.errors import IntegrityError
 from dpone_dagster.release.state import ReleaseDenials, ReleaseState, ReleaseStateMachine
-from dpone_dagster.runtime.catalog import dormant_tasks, synthetic_tasks
-from dpone_dagster.runtime.ports import AccessLedger
+from dpone_dagster.release.runtime.catalog import dormant_tasks, synthetic_tasks
+from dpone_dagster.release.runtime.ports import AccessLedger
 
 LAKE_ENV = {"DPONE_CONNECTION_ORDERS_SOURCE": "orders_source.duckdb", "DPONE_CONNECTION_FLOW_LAKE": "flow_lake.duckdb"}
 
@@ -235,9 +235,9 @@ def test_native_tasks_have_no_synthetic_counterpart(released, env_of):
 def test_every_runtime_code_is_documented():
     from pathlib import Path
 
-    from dpone_dagster.runtime.gate import RolloutBlockedError
-    from dpone_dagster.runtime.ports import RuntimePortError
-    from dpone_dagster.runtime.synthetic_release import SyntheticReleaseError
+    from dpone_dagster.release.runtime.gate import RolloutBlockedError
+    from dpone_dagster.release.runtime.ports import RuntimePortError
+    from dpone_dagster.release.runtime.synthetic_release import SyntheticReleaseError
 
     doc = (Path(__file__).resolve().parents[2] / "docs" / "federation.md").read_text(encoding="utf-8")
     codes = [code for cls in (RuntimePortError, SyntheticReleaseError, RolloutBlockedError) for code in cls.codes]
@@ -258,7 +258,7 @@ def test_every_runtime_code_is_documented():
 def test_synthetic_family_admission_is_narrow(task, synthetic_target, outcome):
     from datetime import UTC, datetime
 
-    from dpone_dagster.release.admission import AdmissionView, RuntimeTask, admit
+    from dpone_dagster.release.runtime.admission import AdmissionView, RuntimeTask, admit
 
     members = frozenset({RuntimeTask(TaskKind.ORDINARY, "flow_a"), RuntimeTask(TaskKind.PRE_HOOK, "flow_a", "flow_a.prepare")})
     view = AdmissionView("sha256:" + "0" * 64, "synthetic", None, 0, members)

@@ -13,7 +13,7 @@ from dpone_dagster.authority.memory import FixedClock
 from dpone_dagster.clock import SystemClock
 from dpone_dagster.contracts.base import parse_document
 from dpone_dagster.contracts.grant import DevelopmentGrant
-from dpone_dagster.defs.release.platform import GRANT_KEY, ProtectedTargetDocument
+from dpone_dagster.release.platform.target import GRANT_KEY, ProtectedTargetDocument
 from dpone_dagster.defs.release.synthetic_bootstrap import (
     GRANT_VALIDITY,
     ensure_synthetic_authority,

@@ -79,14 +79,14 @@ def incarnation(env: LakeEnv, workspace_id: str) -> str:
 
 
 def fork_schema(env: LakeEnv, workspace_id: str, lake: str = "main") -> str:
-    from dpone_dagster.lake.naming import fork_metadata_schema
+    from dpone_dagster.lake.resolution.naming import fork_metadata_schema
 
     return fork_metadata_schema(workspace_id, lake, incarnation(env, workspace_id))
 
 
 def fork_prefix(env: LakeEnv, workspace_id: str) -> str:
-    from dpone_dagster.lake.attach import absolute_data_path
-    from dpone_dagster.lake.naming import fork_storage_prefix
+    from dpone_dagster.lake.resolution.attach import absolute_data_path
+    from dpone_dagster.lake.resolution.naming import fork_storage_prefix
 
     parent = absolute_data_path(env.lake.data_path, env.config.project_root)
     return fork_storage_prefix(workspace_id, parent, incarnation(env, workspace_id))
@@ -119,7 +119,7 @@ def attached(env: LakeEnv, workspace: str, *, targets=()) -> Iterator:
     which is what a long-lived dbt-duckdb or Dagster process does between runs as well.
     """
     from dpone_dagster.lake.duck import connect
-    from dpone_dagster.lake.resolve import resolve
+    from dpone_dagster.lake.resolution.seam import resolve
 
     resolved = resolve(workspace, "main", config=env.config, targets=targets)
     conn = _POOL.get(resolved.extensions)
@@ -151,9 +151,9 @@ def current_snapshot(env: LakeEnv, workspace: str = "prod") -> int:
 
 def materialize(env: LakeEnv, workspace: str, table: str, select_sql: str, *, status: str = "materialized") -> int:
     """A managed materialize with plain SQL: target attach, CREATE OR REPLACE TABLE, tracking."""
-    from dpone_dagster.lake.resolve import TableName
-    from dpone_dagster.lake.pins import fork_session_snapshots
-    from dpone_dagster.lake.tracking import record_materialization
+    from dpone_dagster.lake.resolution.plan import TableName
+    from dpone_dagster.lake.resolution.pins import fork_session_snapshots
+    from dpone_dagster.lake.state.tracking import record_materialization
 
     name = TableName.parse(table)
     with attached(env, workspace, targets=[table]) as conn:
@@ -165,7 +165,7 @@ def materialize(env: LakeEnv, workspace: str, table: str, select_sql: str, *, st
             [name.schema, name.table],
         ).fetchall()
         snapshot = conn.execute("SELECT max(snapshot_id) FROM lake_main.snapshots()").fetchone()[0]
-        read = fork_session_snapshots(conn, workspace, "main", env.config)  # provenance (lake/pins.py)
+        read = fork_session_snapshots(conn, workspace, "main", env.config)  # provenance (lake/resolution/pins.py)
     record_materialization(
         workspace, "main", name.schema, name.table, status=status, snapshot_id=snapshot,
         columns=columns, config=env.config, built_from=read,
@@ -183,7 +183,7 @@ class LakeFingerprint:
 
 
 def fingerprint(env: LakeEnv, workspace: str = "prod") -> LakeFingerprint:
-    from dpone_dagster.lake.resolve import resolve
+    from dpone_dagster.lake.resolution.seam import resolve
 
     resolved = resolve(workspace, "main", config=env.config)
     # a PostgreSQL fork's catalog tables live in its own schema (the default one is its root's)
@@ -215,8 +215,8 @@ def set_lake_settings(env: LakeEnv, workspace: str, settings: LakeConfig) -> Non
 def fork_places(env: LakeEnv, workspace_id: str) -> tuple[list[str], list[str]]:
     """Every catalog namespace and data file of ANY incarnation of `workspace_id` (lake `main`):
     (fork schemas or sibling catalog files, data files under its `__wm_forks/` segments)."""
-    from dpone_dagster.lake.attach import absolute_data_path, catalog_location
-    from dpone_dagster.lake.naming import FORK_DATA_DIR, is_fork_segment_of, mangle, split_storage_root
+    from dpone_dagster.lake.resolution.attach import absolute_data_path, catalog_location
+    from dpone_dagster.lake.resolution.naming import FORK_DATA_DIR, is_fork_segment_of, mangle, split_storage_root
 
     stem = f"wm_fork_{mangle(workspace_id, 24)}_main_"
     catalog = catalog_location(env.lake, env.config.project_root)
@@ -254,7 +254,7 @@ def create_prod_tables(config: DponeConfig, tables: Sequence[str]) -> int:
     the resolved attach with the tables as targets; returns the lake's snapshot after the last one.
     Tracking rows are the caller's (tests differ in what they record)."""
     from dpone_dagster.lake.duck import connect
-    from dpone_dagster.lake.resolve import resolve
+    from dpone_dagster.lake.resolution.seam import resolve
 
     resolved = resolve("prod", "main", config=config, targets=list(tables))
     conn = connect(extensions=resolved.extensions)

@@ -22,9 +22,9 @@ from dpone_dagster.lake.catalogs import (
     PostgresCatalog,
     UnsafeNamespaceError,
 )
-from dpone_dagster.lake.cleanup import CleanupPorts, registered_prefix
-from dpone_dagster.lake.attach import CatalogLocation
-from dpone_dagster.lake.naming import fork_metadata_schema
+from dpone_dagster.lake.lifecycle.cleanup import CleanupPorts, registered_prefix
+from dpone_dagster.lake.resolution.attach import CatalogLocation
+from dpone_dagster.lake.resolution.naming import fork_metadata_schema
 from dpone_dagster.lake.object_store import (
     LocalPrefixes,
     S3Prefixes,
@@ -33,8 +33,8 @@ from dpone_dagster.lake.object_store import (
     UnsafePrefixError,
 )
 from dpone_dagster.lake.ports import Namespace
-from dpone_dagster.lake.registry import NamespaceRecord, RegistrationCache, register
-from dpone_dagster.lake.resolve import resolve
+from dpone_dagster.lake.state.registry import NamespaceRecord, RegistrationCache, register
+from dpone_dagster.lake.resolution.seam import resolve
 from dpone_dagster.workspaces.service import Workspaces
 
 from .lakes import fingerprint, fork_places, fork_prefix, fork_schema, incarnation, materialize, run_sql, set_lake_settings

@@ -4,7 +4,7 @@ Two processes (here: two separate DuckDB instances, each with its own catalog co
 commit to the same catalog race for the next snapshot id; the loser's INSERT into `ducklake_snapshot`
 fails on its primary key and DuckLake retries the commit (after checking the other commit touched
 nothing it touched) as often as `ducklake_max_retry_count` allows. Every attach this project makes
-sets those settings (`lake/attach.py` COMMIT_RETRY). What a reader could get wrong: the race is
+sets those settings (`lake/resolution/attach.py` COMMIT_RETRY). What a reader could get wrong: the race is
 forced deterministically (A begins, B commits, A commits), so the retry is exercised on every run,
 not by luck; and the same race with retries switched off shows that it really is a conflict.
 """
@@ -14,8 +14,8 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from dpone_dagster.lake.attach import COMMIT_RETRY_SETTINGS
-from dpone_dagster.lake.resolve import resolve
+from dpone_dagster.lake.resolution.attach import COMMIT_RETRY_SETTINGS
+from dpone_dagster.lake.resolution.seam import resolve
 
 pytestmark = [pytest.mark.postgres, pytest.mark.s3]
 

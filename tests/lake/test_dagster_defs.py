@@ -6,9 +6,9 @@ from dagster import MaterializeResult, asset, materialize
 
 from dpone_dagster.config import load_config
 from dpone_dagster.defs.lake import defs
-from dpone_dagster.defs.lake.jobs import build_drop_fork_job
-from dpone_dagster.defs.lake.resources import DuckLakeResource
-from dpone_dagster.lake.naming import fork_metadata_schema
+from dpone_dagster.integration.lake.jobs import build_drop_fork_job
+from dpone_dagster.integration.lake.resources import DuckLakeResource
+from dpone_dagster.lake.resolution.naming import fork_metadata_schema
 from dpone_dagster.workspaces.service import Workspaces
 
 
@@ -50,7 +50,7 @@ def test_resource_in_prod_then_in_a_fork_that_defers_upstream(monkeypatch):
     assert meta["namespace"] == fork_metadata_schema("wm-fork-dag", "main", _incarnation("wm-fork-dag")) and meta["n"] == 25
     with fork.connect() as conn:
         assert conn.execute("SELECT count(*) FROM orders").fetchone() == (25,)
-    from dpone_dagster.lake.tracking import fork_state
+    from dpone_dagster.lake.state.tracking import fork_state
 
     assert fork_state("wm-fork-dag", "main", "main", "orders").state == "deferred"
 

@@ -26,15 +26,15 @@ from dagster import (
 
 from dpone_dagster.config import load_config
 from dpone_dagster.defs.lake import defs
-from dpone_dagster.defs.lake.jobs import build_fork_state_observation_job
-from dpone_dagster.defs.lake.observations import ducklake_asset_keys
-from dpone_dagster.defs.lake.resources import DuckLakeResource
-from dpone_dagster.defs.lake.sensors import build_fork_state_sensor
-from dpone_dagster.lake.naming import fork_metadata_schema
-from dpone_dagster.lake.resolve import TableName
-from dpone_dagster.lake.table_states import lake_table_states
-from dpone_dagster.lake.tracking import record_materialization, state_in_chain
-from dpone_dagster.lake.fork_plan import workspace_lake_view
+from dpone_dagster.integration.lake.jobs import build_fork_state_observation_job
+from dpone_dagster.integration.lake.observations import ducklake_asset_keys
+from dpone_dagster.integration.lake.resources import DuckLakeResource
+from dpone_dagster.integration.lake.sensors import build_fork_state_sensor
+from dpone_dagster.lake.resolution.naming import fork_metadata_schema
+from dpone_dagster.lake.resolution.plan import TableName
+from dpone_dagster.lake.state.table_states import lake_table_states
+from dpone_dagster.lake.state.tracking import record_materialization, state_in_chain
+from dpone_dagster.lake.state.tracking import workspace_lake_view
 from dpone_dagster.workspaces.service import Workspaces
 
 FORK = "wm-fork-obs"
@@ -145,7 +145,7 @@ def test_without_keys_the_sensor_observes_its_code_locations_ducklake_assets(for
 
 
 def test_without_keys_or_code_location_the_sensor_refuses():
-    from dpone_dagster.defs.lake.observations import DuckLakeAssetsUnknownError
+    from dpone_dagster.integration.lake.observations import DuckLakeAssetsUnknownError
 
     with acting_as(FORK) as ducklake, pytest.raises(DuckLakeAssetsUnknownError):
         build_fork_state_sensor(workspace=FORK)(build_sensor_context(resources={"ducklake": ducklake}))

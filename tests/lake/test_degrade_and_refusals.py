@@ -7,9 +7,9 @@ import pytest
 
 from dpone_dagster.errors import LakeError
 from dpone_dagster.lake.duck import connect
-from dpone_dagster.lake.resolve import resolve
-from dpone_dagster.lake.table_states import lake_table_states
-from dpone_dagster.lake.tracking import fork_state, record_materialization
+from dpone_dagster.lake.resolution.seam import resolve
+from dpone_dagster.lake.state.table_states import lake_table_states
+from dpone_dagster.lake.state.tracking import fork_state, record_materialization
 from dpone_dagster.workspaces.service import Workspaces
 
 from .lakes import attached, fingerprint, materialize, run_sql, set_lake_settings
@@ -40,7 +40,7 @@ def test_a_table_dropped_out_of_band_in_the_owner_loses_only_its_own_view(lake_e
 
 
 def state_table(name: str):
-    from dpone_dagster.lake.resolve import TableName
+    from dpone_dagster.lake.resolution.plan import TableName
 
     return TableName("main", name)
 

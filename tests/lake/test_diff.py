@@ -11,8 +11,8 @@ import pytest
 
 from dpone_dagster.contracts import canonical
 from dpone_dagster.errors import DponeError
-from dpone_dagster.lake.diff import diff_id_of, fork_diff, recorded_diff, unique_keys
-from dpone_dagster.lake.resolve import TableName
+from dpone_dagster.lake.lifecycle.diff import diff_id_of, fork_diff, recorded_diff, unique_keys
+from dpone_dagster.lake.resolution.plan import TableName
 from dpone_dagster.workspaces.service import Workspaces
 
 from .lakes import materialize, run_sql

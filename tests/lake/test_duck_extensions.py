@@ -8,7 +8,7 @@ project-local whichever extensions are loaded.
 from __future__ import annotations
 
 from dpone_dagster.lake.duck import connect
-from dpone_dagster.lake.resolve import resolve
+from dpone_dagster.lake.resolution.seam import resolve
 
 
 def _loaded(conn) -> set[str]:

@@ -6,9 +6,9 @@ import duckdb
 import pytest
 
 from dpone_dagster.errors import LakeError
-from dpone_dagster.lake.naming import ancestor_alias
-from dpone_dagster.lake.resolve import resolve
-from dpone_dagster.lake.tracking import fork_state
+from dpone_dagster.lake.resolution.naming import ancestor_alias
+from dpone_dagster.lake.resolution.seam import resolve
+from dpone_dagster.lake.state.tracking import fork_state
 from dpone_dagster.workspaces.service import Workspaces
 
 from .lakes import fingerprint, fork_prefix, fork_schema, materialize, rows, run_sql, set_lake_settings
@@ -78,7 +78,7 @@ def test_failed_first_fork_run_does_not_wedge_the_table(embedded_lake, service):
     run_sql(embedded_lake, "wm-fork-a", [])
     with pytest.raises(duckdb.Error):
         run_sql(embedded_lake, "wm-fork-a", "SELECT no_such_column FROM range(1)", targets=["orders"])
-    from dpone_dagster.lake.tracking import record_materialization
+    from dpone_dagster.lake.state.tracking import record_materialization
 
     record_materialization(
         "wm-fork-a", "main", "main", "orders", status="failed", snapshot_id=None, columns=[],
@@ -190,8 +190,8 @@ def test_shared_lake_writes_the_parent_and_a_fork_of_it_is_isolated_again(lake_e
 
 def test_unreachable_ancestor_only_loses_its_own_defer(embedded_lake, service):
     from dpone_dagster.lake.catalogs import CatalogAdapters, CatalogUnreachableError
-    from dpone_dagster.lake.fork_plan import LakePorts, resolve_workspace_lake
-    from dpone_dagster.lake.resolve import parse_targets
+    from dpone_dagster.lake.resolution.fork import LakePorts, resolve_workspace_lake
+    from dpone_dagster.lake.resolution.plan import parse_targets
 
     materialize(embedded_lake, "prod", "orders", "SELECT 1 AS id")
     service.create_fork("dev/team", "prod", owner="alice")

@@ -16,10 +16,11 @@ from hypothesis import strategies as st
 
 from dpone_dagster.control.lake_tables import fork_ducklake_namespace as ledger
 from dpone_dagster.control.store import open_store
-from dpone_dagster.lake.fork_plan import LakePorts, resolve_workspace_lake
-from dpone_dagster.lake.naming import FORK_DATA_DIR, split_storage_root
-from dpone_dagster.lake.registry import RegistrationCache
-from dpone_dagster.lake.resolve import parse_targets, resolve
+from dpone_dagster.lake.resolution.fork import LakePorts, resolve_workspace_lake
+from dpone_dagster.lake.resolution.naming import FORK_DATA_DIR, split_storage_root
+from dpone_dagster.lake.state.registry import RegistrationCache
+from dpone_dagster.lake.resolution.seam import resolve
+from dpone_dagster.lake.resolution.plan import parse_targets
 from dpone_dagster.workspaces.service import Workspaces
 
 from .lakes import fingerprint, fork_places, materialize, run_sql

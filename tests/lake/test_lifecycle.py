@@ -16,11 +16,11 @@ import sqlalchemy as sa
 from dpone_dagster.control.lake_tables import fork_ducklake_namespace as ledger
 from dpone_dagster.control.store import open_store
 from dpone_dagster.errors import DponeError
-from dpone_dagster.lake.cleanup import TOMBSTONE_GRACE, registered_prefix
+from dpone_dagster.lake.lifecycle.cleanup import TOMBSTONE_GRACE, registered_prefix
 from dpone_dagster.lake.duck import connect
-from dpone_dagster.lake.resolved import FENCE_GRACE_S
-from dpone_dagster.lake.fork_plan import LakePorts, resolve_workspace_lake
-from dpone_dagster.lake.registry import (
+from dpone_dagster.lake.resolution.apply import FENCE_GRACE_S
+from dpone_dagster.lake.resolution.fork import LakePorts, resolve_workspace_lake
+from dpone_dagster.lake.state.registry import (
     ForkDroppingError,
     NamespaceRecord,
     RegistrationCache,
@@ -28,7 +28,8 @@ from dpone_dagster.lake.registry import (
     register,
     tombstones,
 )
-from dpone_dagster.lake.resolve import parse_targets, resolve
+from dpone_dagster.lake.resolution.seam import resolve
+from dpone_dagster.lake.resolution.plan import parse_targets
 from dpone_dagster.workspaces.service import Workspaces
 
 from .lakes import fingerprint, fork_places, incarnation, materialize, run_sql

@@ -13,10 +13,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from dpone_dagster.control.store import open_store
-from dpone_dagster.lake import maintenance as maint
-from dpone_dagster.lake.attach import absolute_data_path
-from dpone_dagster.lake.maintenance import maintain
-from dpone_dagster.lake.naming import FORK_DATA_DIR, split_storage_root
+from dpone_dagster.lake.lifecycle import maintenance as maint
+from dpone_dagster.lake.resolution.attach import absolute_data_path
+from dpone_dagster.lake.lifecycle.maintenance import maintain
+from dpone_dagster.lake.resolution.naming import FORK_DATA_DIR, split_storage_root
 from dpone_dagster.workspaces.service import Workspaces
 
 from .lakes import attached, materialize, run_sql
@@ -157,7 +157,7 @@ def test_without_readable_pins_nothing_is_expired(embedded_lake, monkeypatch):
     real_import = builtins.__import__
 
     def no_pins_module(name, *args, **kwargs):
-        if name == "dpone_dagster.lake.pins":
+        if name == "dpone_dagster.lake.resolution.pins":
             raise ImportError(name)
         return real_import(name, *args, **kwargs)
 
@@ -178,7 +178,7 @@ def test_forks_roots_cover_every_ledger_row(lake_env):
 
 
 def test_the_maintenance_job_runs_it_and_reports(embedded_lake):
-    from dpone_dagster.defs.lake.maintenance import build_lake_maintenance_job
+    from dpone_dagster.integration.lake.maintenance import build_lake_maintenance_job
 
     materialize(embedded_lake, "prod", "orders", "SELECT 1 AS id")
     result = build_lake_maintenance_job().execute_in_process(
@@ -190,7 +190,7 @@ def test_the_maintenance_job_runs_it_and_reports(embedded_lake):
 
 
 def test_a_real_pinned_fork_keeps_its_snapshot_through_maintenance(lake_env):
-    """Kept last: the pin comes from `dpone fork create --pin` (lake/pins.py), not an injected reader."""
+    """Kept last: the pin comes from `dpone fork create --pin` (lake/resolution/pins.py), not an injected reader."""
     materialize(lake_env, "prod", "orders", "SELECT 1 AS id")
     materialize(lake_env, "prod", "orders", "SELECT 2 AS id")
     Workspaces(lake_env.config).create_fork(FORK, "prod", owner="alice", pin=True)

@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 
 from dpone_dagster.errors import LakeError
 from dpone_dagster.lake.duck import connect
-from dpone_dagster.lake.pins import built_from, oldest_pinned_snapshot, pins
-from dpone_dagster.lake.resolve import resolve
+from dpone_dagster.lake.resolution.pins import built_from, oldest_pinned_snapshot, pins
+from dpone_dagster.lake.resolution.seam import resolve
 from dpone_dagster.workspaces.service import Workspaces
 
 from .lakes import current_snapshot, materialize, rows, run_sql
@@ -185,7 +185,7 @@ def test_cli_create_pin_repin_and_status_json(embedded_lake):
 
 
 def test_a_table_created_after_the_pin_is_absent_in_the_pinned_fork_and_not_missing_in_its_owner(lake_env, service):
-    from dpone_dagster.lake.tracking import fork_state
+    from dpone_dagster.lake.state.tracking import fork_state
 
     materialize(lake_env, "prod", "orders", "SELECT 1 AS id")
     service.create_fork("wm-fork-pin", "prod", owner="alice", pin=True)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from dpone_dagster.errors import DponeError
-from dpone_dagster.lake.diff import fork_diff
-from dpone_dagster.lake.promote import PromotePorts, promote, promotions
-from dpone_dagster.lake.tracking import fork_state
+from dpone_dagster.lake.lifecycle.diff import fork_diff
+from dpone_dagster.lake.lifecycle.promote import PromotePorts, promote, promotions
+from dpone_dagster.lake.state.tracking import fork_state
 from dpone_dagster.workspaces.service import Workspaces
 
 from .lakes import fingerprint, fork_prefix, materialize, run_error_text, run_sql
@@ -169,12 +169,12 @@ def test_the_parent_deployment_job_promotes_and_a_fork_deployment_job_is_refused
     from dagster import AssetKey, DagsterInstance
 
     from dpone_dagster.config import load_config
-    from dpone_dagster.defs.lake.diff import diff_check_results
-    from dpone_dagster.defs.lake.promote import build_promote_fork_job
-    from dpone_dagster.defs.lake.resources import DuckLakeResource
+    from dpone_dagster.integration.lake.diff import diff_check_results
+    from dpone_dagster.integration.lake.promote import build_promote_fork_job
+    from dpone_dagster.integration.lake.resources import DuckLakeResource
 
-    from dpone_dagster.lake import diff as diff_module
-    from dpone_dagster.lake.resolve import TableName
+    from dpone_dagster.lake.lifecycle import diff as diff_module
+    from dpone_dagster.lake.resolution.plan import TableName
 
     # the check keys each table by its model's dbt `unique` test (`unique_keys`, tested in test_diff);
     # the manifest itself is not parsed here (a stale one would cost a `dbt parse`)

@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from dpone_dagster.lake.resolve import resolve
-from dpone_dagster.lake.tracking import record_materialization
+from dpone_dagster.lake.resolution.seam import resolve
+from dpone_dagster.lake.state.tracking import record_materialization
 from dpone_dagster.workspaces.service import Workspaces
 
 from .lakes import _POOL, _reset, create_prod_tables, fingerprint, materialize
@@ -117,8 +117,8 @@ def test_dpone_lake_sql_in_a_fork_sees_every_parent_table(embedded_lake, monkeyp
     Workspaces(embedded_lake.config).create_fork(FORK, "prod", owner="alice")
     _job(embedded_lake, FORK, targets=["mart.m"], reads=UPSTREAM)  # an earlier job made 3 views
     config = embedded_lake.config.model_copy(update={"workspace": FORK})
-    monkeypatch.setattr("dpone_dagster.lake.resolve.load_config", lambda *a, **k: config)
-    monkeypatch.setattr("dpone_dagster.defs.workspace_binding.load_config", lambda *a, **k: config)
+    monkeypatch.setattr("dpone_dagster.lake.resolution.seam.load_config", lambda *a, **k: config)
+    monkeypatch.setattr("dpone_dagster.integration.binding.load_config", lambda *a, **k: config)
     from dpone_dagster.cli import app
 
     sql = "SELECT count(*) FROM duckdb_views() WHERE database_name = 'lake_main'"
@@ -129,7 +129,7 @@ def test_dpone_lake_sql_in_a_fork_sees_every_parent_table(embedded_lake, monkeyp
 
 @pytest.mark.parametrize("reads", [["nope"], ["a.b.c"]])
 def test_a_read_set_names_tables(embedded_lake, reads):
-    from dpone_dagster.lake.defer import InvalidTargetError
+    from dpone_dagster.lake.resolution.plan import InvalidTargetError
 
     if reads == ["nope"]:  # a bare table name means main.<table>, like targets
         assert resolve("prod", "main", config=embedded_lake.config, reads=reads).fork_mode is False

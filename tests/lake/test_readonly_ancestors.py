@@ -26,9 +26,9 @@ import pytest
 import requests
 
 from dpone_dagster.config import LakeConfig, StorageConfig, load_config
-from dpone_dagster.lake.naming import ancestor_alias, mangle
+from dpone_dagster.lake.resolution.naming import ancestor_alias, mangle
 from dpone_dagster.control.store import open_store, reset_store_cache
-from dpone_dagster.lake.roles import fork_roles, has_roles, read_password
+from dpone_dagster.lake.lifecycle.roles import fork_roles, has_roles, read_password
 from dpone_dagster.workspaces.service import Workspaces
 
 from .lakes import LakeEnv, attached, materialize, run_sql
@@ -208,7 +208,7 @@ def _parent_state(postgres_server, database: str, s3: AuthS3, prefix: str):
 
 
 def test_fork_cannot_write_parent_catalog_or_objects(ro_lake, postgres_server, pg_database, auth_s3):
-    from dpone_dagster.lake.resolve import resolve
+    from dpone_dagster.lake.resolution.seam import resolve
 
     _build_parent(ro_lake)
     Workspaces(ro_lake.config).create_fork(FORK, "prod", owner="tester")
@@ -267,7 +267,7 @@ def test_fork_cannot_write_parent_catalog_or_objects(ro_lake, postgres_server, p
 def test_dropping_the_fork_drops_its_schema_and_roles(pg_s3_lake, postgres_server, pg_database):
     import psycopg
 
-    from dpone_dagster.lake.resolve import resolve
+    from dpone_dagster.lake.resolution.seam import resolve
 
     materialize(pg_s3_lake, "prod", "main.orders", "SELECT 1 AS id")
     Workspaces(pg_s3_lake.config).create_fork(FORK, "prod", owner="tester")
@@ -291,18 +291,18 @@ def test_dropping_the_fork_drops_its_schema_and_roles(pg_s3_lake, postgres_serve
 
 
 def _base_location(env: LakeEnv):
-    from dpone_dagster.lake.attach import catalog_location
+    from dpone_dagster.lake.resolution.attach import catalog_location
 
     return catalog_location(env.lake, env.config.project_root)
 
 
 def test_missing_read_only_keys_are_announced_not_silent(pg_s3_lake, caplog):
     """Without `read_only_*` / `fork_*` keys the writer key is used for those paths: said, not hidden."""
-    from dpone_dagster.lake.resolve import resolve
+    from dpone_dagster.lake.resolution.seam import resolve
 
     materialize(pg_s3_lake, "prod", "main.orders", "SELECT 1 AS id")
     Workspaces(pg_s3_lake.config).create_fork(FORK, "prod", owner="tester")
-    with caplog.at_level("WARNING", logger="dpone_dagster.lake.roles"):
+    with caplog.at_level("WARNING", logger="dpone_dagster.lake.lifecycle.roles"):
         resolved = resolve(FORK, "main", config=pg_s3_lake.config)
     said = " ".join(r.getMessage() for r in caplog.records)
     parent_path = resolve("prod", "main", config=pg_s3_lake.config).data_path
@@ -312,8 +312,8 @@ def test_missing_read_only_keys_are_announced_not_silent(pg_s3_lake, caplog):
 
 def test_a_fork_whose_roles_could_not_be_made_refuses_to_resolve(pg_s3_lake, monkeypatch):
     """No admin credential where the fork is created or resolved: typed refusal, never the owner."""
-    from dpone_dagster.lake.resolve import resolve
-    from dpone_dagster.lake.roles import ForkRolesMissingError
+    from dpone_dagster.lake.resolution.seam import resolve
+    from dpone_dagster.lake.lifecycle.roles import ForkRolesMissingError
 
     monkeypatch.delenv("DPONE_TEST_NO_ADMIN_PASSWORD", raising=False)
     lake = pg_s3_lake.lake.model_copy(update={"catalog_admin_password_env": "DPONE_TEST_NO_ADMIN_PASSWORD"})

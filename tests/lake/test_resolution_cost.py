@@ -20,7 +20,7 @@ import sqlalchemy as sa
 
 from dpone_dagster.control.lake_tables import materialized_asset_schema, materialized_partition
 from dpone_dagster.control.store import open_store
-from dpone_dagster.lake.resolve import resolve
+from dpone_dagster.lake.resolution.seam import resolve
 from dpone_dagster.workspaces.service import Workspaces
 
 from .lakes import _reset, create_prod_tables
@@ -138,5 +138,5 @@ def test_a_steady_run_issues_the_same_few_statements_whatever_the_parent_owns(la
     # the control store is only read (registration and the idle clock are remembered in-process)
     assert all(s.lstrip().upper().startswith(("SELECT", "WITH")) for s in big_store), big_store
     # chain, settings, own partitions, tracking, pins (+ the fork's catalog roles and the reader's
-    # stored credential on a PostgreSQL catalog, lake/roles.py)
+    # stored credential on a PostgreSQL catalog, lake/lifecycle/roles.py)
     assert len(big_store) <= (5 if lake_env.kind == "embedded" else 7), big_store

@@ -8,7 +8,7 @@ import pytest
 
 from dpone_dagster.errors import DponeError, LakeError
 from dpone_dagster.lake.duck import connect
-from dpone_dagster.lake.resolve import resolve
+from dpone_dagster.lake.resolution.seam import resolve
 
 
 def test_root_attach_writes_and_reads_real_files(lake_env):

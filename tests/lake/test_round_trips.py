@@ -6,10 +6,10 @@ import sqlalchemy as sa
 
 from dpone_dagster.control.store import open_store
 from dpone_dagster.lake.catalogs import CatalogAdapters, CountingCatalog
-from dpone_dagster.lake.fork_plan import LakePorts, resolve_workspace_lake
-from dpone_dagster.lake.registry import RegistrationCache
-from dpone_dagster.lake.resolve import parse_targets
-from dpone_dagster.lake.tracking import record_materialization
+from dpone_dagster.lake.resolution.fork import LakePorts, resolve_workspace_lake
+from dpone_dagster.lake.state.registry import RegistrationCache
+from dpone_dagster.lake.resolution.plan import parse_targets
+from dpone_dagster.lake.state.tracking import record_materialization
 from dpone_dagster.workspaces.service import Workspaces
 
 from .lakes import run_sql
@@ -61,7 +61,7 @@ def test_round_trips_depend_on_depth_not_on_tables(embedded_lake):
 
     assert few_shallow[:2] == many_shallow[:2] and few_deep[:2] == many_deep[:2]
     assert len(many_deep[2].views) == 60 and len(few_deep[2].views) == 3
-    # chain, settings, tracking, pins (lake/pins.py), own partitions (lake/partitions.py): never per table
+    # chain, settings, tracking, pins (lake/resolution/pins.py), own partitions (lake/resolution/partitions.py): never per table
     assert many_deep[0] == many_shallow[0] == 5
     assert (few_shallow[1], few_deep[1]) == (2, 4)
     statements = many_deep[2].statements()

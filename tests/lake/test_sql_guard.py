@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dpone_dagster.lake.duck import extension_path
-from dpone_dagster.lake.sql_guard import (
+from dpone_dagster.lake.guard.checker import (
     DUCKLAKE_MAINTENANCE,
     DUCKLAKE_READ_ONLY,
     SqlGuard,
@@ -304,7 +304,7 @@ def test_fuzz_never_lets_a_forbidden_statement_through_nor_refuses_harmless_sql(
 
 
 def test_tokens_are_cut_exactly_and_comments_never_hide_a_token():
-    from dpone_dagster.lake.sql_lexer import tokens
+    from dpone_dagster.lake.guard.lexer import tokens
 
     sql = "SELECT/*c /* nested */ */$x$a;b$x$ -- q;\n,E'\\'' , \"a\"\"b\" ;"
     assert [t.text for t in tokens(sql)] == ["SELECT", "$x$a;b$x$", ",", "E'\\''", ",", '"a""b"', ";"]
@@ -313,7 +313,7 @@ def test_tokens_are_cut_exactly_and_comments_never_hide_a_token():
 def test_a_lexer_that_gives_up_is_refused_not_trusted(monkeypatch):
     """duckdb.tokenize returns one token for the rest of the text when its lexer fails; the
     text after that token's end is then not a comment, and the SQL is refused."""
-    from dpone_dagster.lake import sql_lexer
+    from dpone_dagster.lake.guard import lexer as sql_lexer
 
     kind = duckdb.tokenize("SELECT")[0][1]
     monkeypatch.setattr(sql_lexer.duckdb, "tokenize", lambda sql: [(0, kind)])

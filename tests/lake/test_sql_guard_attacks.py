@@ -16,9 +16,9 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
-from dpone_dagster.lake.guarded import GuardedConnection, GuardedMethodError, GuardedRelation
-from dpone_dagster.lake.resolve import resolve
-from dpone_dagster.lake.sql_guard import SqlGuard, SqlGuardError
+from dpone_dagster.lake.guard.connection import GuardedConnection, GuardedMethodError, GuardedRelation
+from dpone_dagster.lake.resolution.seam import resolve
+from dpone_dagster.lake.guard.checker import SqlGuard, SqlGuardError
 from dpone_dagster.workspaces.service import Workspaces
 
 from .lakes import attached, materialize, run_sql
@@ -139,7 +139,7 @@ def test_raw_attach_of_the_parent_writes_it_unless_guarded(forked):
 
 def test_the_resource_and_the_cli_hand_out_only_guarded_connections(forked, monkeypatch):
     from dpone_dagster.cli import app
-    from dpone_dagster.defs.lake.resources import DuckLakeResource
+    from dpone_dagster.integration.lake.resources import DuckLakeResource
 
     env, _, ancestor = forked
     before = _parent_state(env)

@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 
-from dpone_dagster.lake.defer import TableName
-from dpone_dagster.lake.staleness import lake_staleness
+from dpone_dagster.lake.resolution.plan import TableName
+from dpone_dagster.lake.state.staleness import lake_staleness
 
 from .lakes import current_snapshot, materialize, rows, run_sql
 
@@ -97,8 +97,8 @@ def test_a_live_fork_that_built_nothing_is_never_stale(embedded_lake, service):
 def test_the_asset_check_warns_and_never_errors(embedded_lake, service, monkeypatch):
     from dagster import AssetCheckSeverity, AssetKey
 
-    from dpone_dagster.defs.lake.resources import DuckLakeResource
-    from dpone_dagster.defs.lake.staleness import staleness_check_results
+    from dpone_dagster.integration.lake.resources import DuckLakeResource
+    from dpone_dagster.integration.lake.staleness import staleness_check_results
 
     materialize(embedded_lake, "prod", "orders", "SELECT 1 AS id")
     service.create_fork("wm-fork-chk", "prod", owner="alice", pin=True)
@@ -124,8 +124,8 @@ def test_the_asset_check_warns_and_never_errors(embedded_lake, service, monkeypa
 def test_the_fork_sensor_reports_staleness(embedded_lake, service, monkeypatch):
     from dagster import AssetKey, build_sensor_context
 
-    from dpone_dagster.defs.lake.resources import DuckLakeResource
-    from dpone_dagster.defs.lake.sensors import build_fork_state_sensor
+    from dpone_dagster.integration.lake.resources import DuckLakeResource
+    from dpone_dagster.integration.lake.sensors import build_fork_state_sensor
 
     materialize(embedded_lake, "prod", "orders", "SELECT 1 AS id")
     service.create_fork("wm-fork-sns", "prod", owner="alice", pin=True)

@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 from typer.testing import CliRunner
 
 from dpone_dagster.cli import app
-from dpone_dagster.lake.cleanup import TOMBSTONE_GRACE
-from dpone_dagster.lake.resolve import resolve
+from dpone_dagster.lake.lifecycle.cleanup import TOMBSTONE_GRACE
+from dpone_dagster.lake.resolution.seam import resolve
 from dpone_dagster.workspaces.service import Workspaces
 
 FORK = "wm-fork-t"

@@ -30,10 +30,10 @@ from dagster import (
 from dagster_dbt import DbtCliResource
 
 from dpone_dagster.config import load_config
-from dpone_dagster.defs.lake import resources as lake_resources
-from dpone_dagster.defs.lake.jobs import build_drop_fork_job
-from dpone_dagster.defs.lake.resources import DuckLakeResource
-from dpone_dagster.defs.workspace_binding import (
+from dpone_dagster.integration.lake import resources as lake_resources
+from dpone_dagster.integration.lake.jobs import build_drop_fork_job
+from dpone_dagster.integration.lake.resources import DuckLakeResource
+from dpone_dagster.integration.binding import (
     DEFAULT_EXECUTOR,
     WORKSPACE_TAG,
     BoundExecutorDefinition,

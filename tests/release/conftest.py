@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from dpone_dagster.release.native import NativeCompilation
-from dpone_dagster.release.source import SourceTree, open_source
+from dpone_dagster.release.build.native import NativeCompilation
+from dpone_dagster.release.source.snapshot import SourceTree, open_source
 from tests.release.fabricated import SyntheticRelease, SyntheticTarget, synthetic_release
 from tests.release.real_pipeline import SYNTHETIC_PROJECT, DbtOutput, RealRelease, compile_recorded, compose_real
 

@@ -54,11 +54,11 @@ from dpone_dagster.contracts.receipts import (
 )
 from dpone_dagster.contracts.release_documents import SELECTION_KIND
 from dpone_dagster.contracts.target import DeploymentProjection, TargetConfiguration
-from dpone_dagster.release.bundle import ReleaseBundle, content_sha256, deployment_projection
-from dpone_dagster.release.compose import compose_release
-from dpone_dagster.release.native import NativeCompilation, NativeNode, NativeProject, SourceFile, compile_profile_digest
-from dpone_dagster.release.source import SourceFile as SnapshotFile
-from dpone_dagster.release.source import SourceSnapshot
+from dpone_dagster.release.build.bundle import ReleaseBundle, content_sha256, deployment_projection
+from dpone_dagster.release.build.compose import compose_release
+from dpone_dagster.release.build.native import NativeCompilation, NativeNode, NativeProject, SourceFile, compile_profile_digest
+from dpone_dagster.release.source.snapshot import SourceFile as SnapshotFile
+from dpone_dagster.release.source.snapshot import SourceSnapshot
 
 
 class MemorySource:

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from dpone_dagster.authority.memory import FixedClock
-from dpone_dagster.release.admission import (
+from dpone_dagster.release.runtime.admission import (
     AdmissionView,
     DenialReason,
     ExecutionDeniedError,

@@ -30,7 +30,7 @@ BOMB_MIB = 16
 _CHILD = r"""
 import json, resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (3 * 1024**3, 3 * 1024**3))
-from dpone_dagster.release.source import SourceError, SourceLimits, open_source
+from dpone_dagster.release.source.snapshot import SourceError, SourceLimits, open_source
 archive, work, limits = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 code = None
 try:
@@ -179,8 +179,8 @@ def test_deflate_entry_never_inflates_past_its_declared_size(tmp_path: Path) -> 
 
 def test_inflation_stops_at_the_declared_size_not_at_the_end_of_the_entry(tmp_path: Path) -> None:
     """The refusal comes within the first compressed chunk, not after inflating the whole entry."""
-    from dpone_dagster.release.archive import SourceError, SourceLimits
-    from dpone_dagster.release.archive_zip import ZipFormat
+    from dpone_dagster.release.source.archive import SourceError, SourceLimits
+    from dpone_dagster.release.source.zip import ZipFormat
 
     deflated = zlib.compressobj(1, zlib.DEFLATED, -15)
     data = b"".join(deflated.compress(os.urandom(1 << 16) * 16) for _ in range(16)) + deflated.flush()

@@ -27,7 +27,7 @@ from dpone_dagster.contracts.release_documents import (
     SourceSidecar,
     integrity_subject_for,
 )
-from dpone_dagster.release.bundle import PARENT_PATH, deployment_projection, open_bundle
+from dpone_dagster.release.build.bundle import PARENT_PATH, deployment_projection, open_bundle
 from dpone_dagster.release.errors import IntegrityError
 
 
@@ -107,7 +107,7 @@ def test_a_release_without_a_parent_is_refused(members):
 
 
 def test_a_parent_of_another_family_is_refused(members):
-    from dpone_dagster.authority.synthetic_documents import synthetic_documents
+    from devtools.synthetic_documents import synthetic_documents
 
     members[PARENT_PATH] = synthetic_documents()["dpone.release-set.v2"].canonical_bytes()
     refused(members, "release.not_development_family")

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from dpone_dagster.authority.synthetic_documents import synthetic_documents
+from devtools.synthetic_documents import synthetic_documents
 from dpone_dagster.contracts.base import ContractError
 from dpone_dagster.contracts.flows import CapturedHook
 from dpone_dagster.contracts.release_documents import DbtDevelopmentReleaseSet
-from dpone_dagster.release.bundle import PARENT_PATH, open_bundle, release_id_of
-from dpone_dagster.release.compose import compose_release
+from dpone_dagster.release.build.bundle import PARENT_PATH, open_bundle, release_id_of
+from dpone_dagster.release.build.compose import compose_release
 from dpone_dagster.release.errors import (
     BudgetExceededError,
     IntegrityError,

@@ -19,9 +19,9 @@ import yaml
 from dpone_dagster.contracts.base import ContractError
 from dpone_dagster.contracts.canonical import dumps, loads
 from dpone_dagster.contracts.flows import FlowError, OrdinaryCapture, ResourceCeiling, pack_fingerprint
-from dpone_dagster.release.flows import capture_ordinary, rebuild_packs
-from dpone_dagster.release.source import open_source
-from dpone_dagster.release.source_builder import build_source_archive
+from dpone_dagster.release.build.flows import capture_ordinary, rebuild_packs
+from dpone_dagster.release.source.snapshot import open_source
+from devtools.source_builder import build_source_archive
 
 REPO = Path(__file__).resolve().parents[2]
 SYNTHETIC = REPO / "dbt_project_synthetic"
@@ -77,7 +77,7 @@ def test_committed_packs_equal_a_rebuild() -> None:
         packs = rebuild_packs(tree, ceiling=CEILING)
     assert sorted(packs) == [f"flows/{name}/pack.json" for name in ("customer_order_counts", "orders_snapshot", "weekly_revenue")]
     for path, data in packs.items():
-        assert (SYNTHETIC / path).read_bytes() == data, f"{path} is stale: run python -m dpone_dagster.release.pack_fixtures build-fixtures"
+        assert (SYNTHETIC / path).read_bytes() == data, f"{path} is stale: run python -m devtools.pack_fixtures build-fixtures"
 
 
 def test_capture_of_the_synthetic_flows(source: Path) -> None:
@@ -338,7 +338,7 @@ def test_pack_fingerprint_golden_vector() -> None:
 
 
 def test_build_fixtures_cli_checks_and_rewrites(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from dpone_dagster.release.pack_fixtures import main as _main
+    from devtools.pack_fixtures import main as _main
 
     root = tmp_path / "source"
     shutil.copytree(SYNTHETIC / "flows", root / "flows")

@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 
 from dpone_dagster.contracts.flows import FlowError, ResourceCeiling
 from dpone_dagster.lake.duck import connect
-from dpone_dagster.release.flows import capture_ordinary
-from dpone_dagster.release.packs import cpu_millicores, memory_bytes, sql_writes
-from dpone_dagster.release.source import open_source
+from dpone_dagster.release.build.flows import capture_ordinary
+from dpone_dagster.release.build.packs import cpu_millicores, memory_bytes, sql_writes
+from dpone_dagster.release.source.snapshot import open_source
 
 SYNTHETIC = Path(__file__).resolve().parents[2] / "dbt_project_synthetic"
 

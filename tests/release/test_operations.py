@@ -17,12 +17,12 @@ from dpone_dagster.authority.verification import verify_grant
 from dpone_dagster.contracts.grant import ExecutionSubject
 from dpone_dagster.contracts.receipts import CleanupReceipt
 from dpone_dagster.release.errors import ActivationError
-from dpone_dagster.release.install import ReleaseCache
-from dpone_dagster.release.leases import LeaseError
-from dpone_dagster.release.local_files import LocalFiles
-from dpone_dagster.release.object_stores import LocalDirectoryStore
-from dpone_dagster.release.operations import OperationError, ReleaseOperations
-from dpone_dagster.release.registry import ReleaseRegistry, blob_key
+from dpone_dagster.release.delivery.install import ReleaseCache
+from dpone_dagster.release.delivery.leases import LeaseError
+from dpone_dagster.release.source.local_files import LocalFiles
+from dpone_dagster.release.delivery.object_stores import LocalDirectoryStore
+from dpone_dagster.release.delivery.operations import OperationError, ReleaseOperations
+from dpone_dagster.release.delivery.registry import ReleaseRegistry, blob_key
 from tests.release.fabricated import synthetic_release
 
 
@@ -228,7 +228,7 @@ def test_rollback_selects_the_previous_deployment_under_a_rollback_receipt(tmp_p
 def interrupted_publication(target, release, registry):
     """Blobs of a publication that died before its commit object: unreferenced."""
     for path, data in list(release.bundle.members.items())[:2]:
-        from dpone_dagster.release.bundle import content_sha256
+        from dpone_dagster.release.build.bundle import content_sha256
 
         registry.store.put_if_absent(blob_key(content_sha256(data)), data)
 

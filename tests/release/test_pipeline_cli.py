@@ -8,9 +8,9 @@ import pytest
 from typer.testing import CliRunner
 
 from dpone_dagster.cli import app
-from dpone_dagster.release.install import ReleaseCache
-from dpone_dagster.release.object_stores import LocalDirectoryStore
-from dpone_dagster.release.registry import ReleaseRegistry, commit_key
+from dpone_dagster.release.delivery.install import ReleaseCache
+from dpone_dagster.release.delivery.object_stores import LocalDirectoryStore
+from dpone_dagster.release.delivery.registry import ReleaseRegistry, commit_key
 from tests.release.fabricated import SyntheticTarget, synthetic_release
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from dpone_dagster.contracts.coded import CodedError
-from dpone_dagster.release import admission, errors
-from dpone_dagster.release.admission import DenialReason
+from dpone_dagster.release import errors
+from dpone_dagster.release.runtime import admission
+from dpone_dagster.release.runtime.admission import DenialReason
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "federation.md").read_text(encoding="utf-8")
 

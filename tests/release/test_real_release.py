@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from dpone_dagster.release.source import open_source
+from dpone_dagster.release.source.snapshot import open_source
 from tests.release.real_pipeline import SYNTHETIC_PROJECT, compose_real, pipeline_for, release_tree, replay_compile
 from tests.release.fabricated import SyntheticTarget
 

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from dpone_dagster.release import source as source_module
-from dpone_dagster.release.archive import CheckoutFormat, SourceError, SourceLimits
-from dpone_dagster.release.source import SNAPSHOT_KIND, open_source
-from dpone_dagster.release.source_builder import build_source_archive
+from dpone_dagster.release.source import snapshot as source_module
+from dpone_dagster.release.source.archive import CheckoutFormat, SourceError, SourceLimits
+from dpone_dagster.release.source.snapshot import SNAPSHOT_KIND, open_source
+from devtools.source_builder import build_source_archive
 
 SMALL = SourceLimits(max_members=20, max_file_bytes=4096, max_total_bytes=16384, max_compression_ratio=10, ratio_floor_bytes=1024)
 
@@ -437,7 +437,7 @@ def _directories_tar(path: Path, members: int) -> Path:
 
 def test_default_member_cap_admits_the_policy_maximum_of_workloads() -> None:
     from dpone_dagster.contracts.bounds import MAX_WORKLOADS
-    from dpone_dagster.release.archive import DEFAULT_MAX_MEMBERS, MEMBERS_PER_WORKLOAD, PROJECT_MEMBERS
+    from dpone_dagster.release.source.archive import DEFAULT_MAX_MEMBERS, MEMBERS_PER_WORKLOAD, PROJECT_MEMBERS
 
     assert MEMBERS_PER_WORKLOAD >= 6  # a generated flow: 2 directories + flow.yaml, dag.yaml, pack.json, one SQL
     assert SourceLimits().max_members == DEFAULT_MAX_MEMBERS == PROJECT_MEMBERS + MEMBERS_PER_WORKLOAD * MAX_WORKLOADS
@@ -449,7 +449,7 @@ def test_a_source_at_the_default_member_cap_passes_the_count_and_one_more_is_ref
     A full extraction of 100,000 members takes minutes on a loaded CI machine; the bench's
     10,000-workload row opens such a source end to end with the default limits.
     """
-    from dpone_dagster.release.archive_tar import TarFormat
+    from dpone_dagster.release.source.tar import TarFormat
 
     cap = SourceLimits().max_members
     for members, code in ((cap, None), (cap + 1, "source.too_many_members")):

@@ -10,8 +10,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dpone_dagster.release.archive import NameRegistry, SourceError, SourceLimits, check_member_name, fold
-from dpone_dagster.release.source import open_source
+from dpone_dagster.release.source.archive import NameRegistry, SourceError, SourceLimits, check_member_name, fold
+from dpone_dagster.release.source.snapshot import open_source
 
 NAME_CODES = {
     "source.invalid_path",

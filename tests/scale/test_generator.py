@@ -12,8 +12,8 @@ import json
 
 from bench.generator import DBT_DIR, PROBE_PARENTS, generate, generated_tree, layer_sizes, load_summary
 from dpone_dagster.contracts.flows import ResourceCeiling
-from dpone_dagster.release.flows import capture_ordinary
-from dpone_dagster.release.source import open_source
+from dpone_dagster.release.build.flows import capture_ordinary
+from dpone_dagster.release.source.snapshot import open_source
 
 MODELS, FLOWS = 200, 12
 

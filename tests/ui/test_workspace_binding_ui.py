@@ -84,7 +84,7 @@ def _prod_state(env: dict[str, str]) -> tuple:
     """Everything of prod's `main` lake a write would change, read from the test process."""
     from dpone_dagster.config import load_config
     from dpone_dagster.lake.duck import connect
-    from dpone_dagster.lake.resolve import resolve
+    from dpone_dagster.lake.resolution.seam import resolve
 
     config = load_config(env)
     resolved = resolve("prod", "main", config=config)

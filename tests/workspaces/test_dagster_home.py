@@ -89,7 +89,7 @@ def test_dropping_a_fork_removes_its_own_home_only(monkeypatch):
 
 
 def test_a_home_marked_for_another_workspace_or_an_incomplete_cleanup_is_kept(monkeypatch):
-    from dpone_dagster.lake.cleanup import CleanupReport, LeftoverRow
+    from dpone_dagster.lake.lifecycle.cleanup import CleanupReport, LeftoverRow
     from dpone_dagster.workspaces import dagster_home, service as service_module
     from dpone_dagster.workspaces.service import Workspaces
 

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from dpone_dagster.control.store import open_store
 from dpone_dagster.control.workspace_tables import workspace_usage
-from dpone_dagster.lake.usage import forget_touches, touch_last_used
+from dpone_dagster.lake.state.usage import forget_touches, touch_last_used
 from dpone_dagster.workspaces.janitor import Janitor, JanitorNotRootError
 from dpone_dagster.workspaces.service import Workspaces
 
@@ -206,7 +206,7 @@ def test_fork_janitor_cli_dry_run_json(embedded_lake):
 def test_the_janitor_sensor_asks_for_a_run_only_when_a_fork_is_idle(embedded_lake):
     from dagster import RunRequest, SkipReason, build_sensor_context
 
-    from dpone_dagster.defs.lake.maintenance import build_fork_janitor_job, build_fork_janitor_sensor
+    from dpone_dagster.integration.lake.maintenance import build_fork_janitor_job, build_fork_janitor_sensor
 
     sensor = build_fork_janitor_sensor(build_fork_janitor_job())
     Workspaces(embedded_lake.config).create_fork("wm-fork-fresh", "prod", owner="alice")
@@ -218,7 +218,7 @@ def test_the_janitor_sensor_asks_for_a_run_only_when_a_fork_is_idle(embedded_lak
 
 
 def test_the_janitor_job_drops_the_idle_fork(embedded_lake):
-    from dpone_dagster.defs.lake.maintenance import build_fork_janitor_job
+    from dpone_dagster.integration.lake.maintenance import build_fork_janitor_job
 
     Workspaces(embedded_lake.config, clock=_at(LONG_AGO)).create_fork("wm-fork-stale", "prod", owner="alice")
     result = build_fork_janitor_job().execute_in_process()
@@ -228,7 +228,7 @@ def test_the_janitor_job_drops_the_idle_fork(embedded_lake):
 
 def test_a_busy_fork_costs_the_store_nothing_within_the_minute(embedded_lake, monkeypatch):
     """The in-process memo: repeated resolutions within a minute do not even open a transaction."""
-    import dpone_dagster.lake.usage as usage
+    import dpone_dagster.lake.state.usage as usage
 
     config = embedded_lake.config
     Workspaces(config).create_fork("wm-fork-hot", "prod", owner="alice")

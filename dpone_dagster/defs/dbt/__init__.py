@@ -7,7 +7,7 @@ from dagster import Definitions
 from dpone_dagster.defs.dbt.assets import synthetic_dbt_assets
 from dpone_dagster.defs.dbt.partitioned import synthetic_dbt_daily_assets
 from dpone_dagster.defs.dbt.resources import fixed_dbt_resource
-from dpone_dagster.defs.lake.staleness import build_staleness_checks
+from dpone_dagster.integration.lake.staleness import build_staleness_checks
 
 defs = Definitions(
     assets=[synthetic_dbt_assets, synthetic_dbt_daily_assets],

@@ -5,7 +5,7 @@ out of the unpartitioned `synthetic_dbt_build` and built here one day at a time,
 documented way: the partition's time window goes to dbt as the vars `dpone_partition_start`
 (inclusive) and `dpone_partition_end` (exclusive), and the model filters on them. Every built
 partition is recorded with its key and partition column, which is what lets a fork build some
-days and read the others from its parent (`dpone_dagster.lake.partitions`).
+days and read the others from its parent (`dpone_dagster.lake.resolution.partitions`).
 
 In a fork the run also passes `dpone_fork_table_suffix` (`__fork`), so dbt writes the fork's days
 into `<table>__fork` (macros/generate_alias_name.sql) and the plugin is told that hidden table as
@@ -25,19 +25,19 @@ from dagster import AssetExecutionContext, BackfillPolicy, DailyPartitionsDefini
 from dagster_dbt import DbtCliInvocation, DbtCliResource, dbt_assets
 
 from dpone_dagster.defs.dbt.assets import DBT_PROJECT, TRANSLATOR
-from dpone_dagster.defs.dbt.factory import (
+from dpone_dagster.integration.dbt.factory import (
     _row_count,
     dbt_subprocess_env,
     failed_tables,
     recorded_after_dbt,
     selected_tables,
 )
-from dpone_dagster.defs.dbt.translator import table_of
-from dpone_dagster.defs.lake.resources import DuckLakeResource
+from dpone_dagster.integration.dbt.translator import table_of
+from dpone_dagster.integration.lake.resources import DuckLakeResource
 from dpone_dagster.errors import DponeError
-from dpone_dagster.lake.partitions import FORK_TABLE_SUFFIX, fork_table
-from dpone_dagster.lake.resolve import TableName
-from dpone_dagster.lake.sql import quote_ident, sql_string
+from dpone_dagster.lake.resolution.partitions import FORK_TABLE_SUFFIX, fork_table
+from dpone_dagster.lake.resolution.plan import TableName
+from dpone_dagster.lake.guard.statement import quote_ident, sql_string
 
 PARTITIONED_TAG = "dpone_partitioned"
 PARTITIONED_SELECT = f"tag:{PARTITIONED_TAG}"

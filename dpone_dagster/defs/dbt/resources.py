@@ -5,7 +5,7 @@ launch override every field of a configurable resource: `project_dir`, `profiles
 `target`, `dbt_executable`, `global_config_flags`, `state_path`. Each of those can point dbt at
 another profile, another project or another program, i.e. at a lake this deployment does not act
 for. So the `dbt` resource is handed to Dagster as a fixed object whose config schema is empty
-(`dpone_dagster.defs.dbt.factory.fork_aware_dbt_resource`): run config that names any field is
+(`dpone_dagster.integration.dbt.factory.fork_aware_dbt_resource`): run config that names any field is
 rejected at validation, before a run exists.
 """
 
@@ -14,8 +14,8 @@ from __future__ import annotations
 from dagster import ResourceDefinition
 from dagster_dbt import DbtCliResource
 
-from dpone_dagster.defs.dbt.factory import fork_aware_dbt_resource
-from dpone_dagster.defs.dbt.project import dbt_executable, synthetic_dbt_project
+from dpone_dagster.integration.dbt.factory import fork_aware_dbt_resource
+from dpone_dagster.integration.dbt.project import dbt_executable, synthetic_dbt_project
 
 
 def dbt_cli_resource() -> DbtCliResource:

@@ -16,18 +16,18 @@ from typing import Any
 def _defs() -> Any:
     from dagster import Definitions
 
-    from dpone_dagster.defs.lake.jobs import build_drop_fork_job, build_fork_state_observation_job
-    from dpone_dagster.defs.lake.resources import ducklake_resource
-    from dpone_dagster.defs.lake.sensors import build_fork_state_sensor
+    from dpone_dagster.integration.lake.jobs import build_drop_fork_job, build_fork_state_observation_job
+    from dpone_dagster.integration.lake.resources import ducklake_resource
+    from dpone_dagster.integration.lake.sensors import build_fork_state_sensor
 
-    from dpone_dagster.defs.lake.maintenance import (
+    from dpone_dagster.integration.lake.maintenance import (
         build_fork_janitor_job,
         build_fork_janitor_sensor,
         build_lake_maintenance_job,
         build_lake_maintenance_schedule,
     )
 
-    from dpone_dagster.defs.lake.promote import build_promote_fork_job
+    from dpone_dagster.integration.lake.promote import build_promote_fork_job
 
     maintenance_job, janitor_job = build_lake_maintenance_job(), build_fork_janitor_job()
     return Definitions(

@@ -36,9 +36,9 @@ from dpone_dagster.defs.release.gate import install_stage_gate, install_syntheti
 from dpone_dagster.defs.release.refusals import refusals_as_failures
 from dpone_dagster.defs.release.resources import release_pipeline
 from dpone_dagster.defs.release.stage_values import IO_MANAGER_KEY, StagedRelease
-from dpone_dagster.defs.workspace_binding import IN_PROCESS_TAG
-from dpone_dagster.release.bundle import ReleaseBundle, open_bundle
-from dpone_dagster.release.native import NativeCompilation
+from dpone_dagster.integration.binding import IN_PROCESS_TAG
+from dpone_dagster.release.build.bundle import ReleaseBundle, open_bundle
+from dpone_dagster.release.build.native import NativeCompilation
 from dpone_dagster.release.pipeline import ReleasePipeline
 
 GROUP = "release"

@@ -9,7 +9,7 @@
   source before anything is composed.
 - `rollout_gate` (blocking, on `published_release`, so before installation and activation): the
   release bytes fetched back from the registry, every native, ordinary and pre-hook task launched
-  through the standard runtime against probe ports (`dpone_dagster.runtime.gate`). It fails if any
+  through the standard runtime against probe ports (`dpone_dagster.release.runtime.gate`). It fails if any
   task is admitted or any port is touched; its metadata counts admitted/denied per kind, and it
   writes the acceptance report. Denials are persisted (`runtime_denials`, origin `rollout_gate`).
 - `tasks_denied_before_credentials` (on `installed_release`, after activation): the same evaluation

@@ -1,6 +1,6 @@
 """The release group's side of the rollout gate and of the synthetic runtime (thin: services do the work).
 
-- `evaluate_gate(resources, pipeline, bundle, authority, ...)`: the rollout gate (`dpone_dagster.runtime.gate`)
+- `evaluate_gate(resources, pipeline, bundle, authority, ...)`: the rollout gate (`dpone_dagster.release.runtime.gate`)
   over every task of `bundle`, with the authority's expiry and epoch, denials persisted through
   `ReleaseDenials`, and the acceptance report written under the settings' acceptance directory.
 - `install_stage_gate(...)`: what `installed_release` calls *before* it installs or activates: the
@@ -23,20 +23,20 @@ import dagster as dg
 from dpone_dagster.contracts.bounds import parse_timestamp
 from dpone_dagster.contracts.receipts import DevelopmentAuthorityReceipt
 from dpone_dagster.defs.release.resources import location_label
-from dpone_dagster.release.admission import admission_view
-from dpone_dagster.release.bundle import ReleaseBundle
-from dpone_dagster.release.install import InstalledRelease
+from dpone_dagster.release.runtime.admission import admission_view
+from dpone_dagster.release.build.bundle import ReleaseBundle
+from dpone_dagster.release.delivery.install import InstalledRelease
 from dpone_dagster.release.pipeline import ReleasePipeline
 from dpone_dagster.release.state import ReleaseDenials
-from dpone_dagster.runtime.catalog import dormant_tasks
-from dpone_dagster.runtime.gate import (
+from dpone_dagster.release.runtime.catalog import dormant_tasks
+from dpone_dagster.release.runtime.gate import (
     AcceptanceReport,
     GateResult,
     RolloutBlockedError,
     evaluate_rollout_gate,
     write_acceptance_report,
 )
-from dpone_dagster.runtime.synthetic_release import SyntheticReleaseStore, synthetic_bundle_from
+from dpone_dagster.release.runtime.synthetic_release import SyntheticReleaseStore, synthetic_bundle_from
 
 
 @dataclass(frozen=True)

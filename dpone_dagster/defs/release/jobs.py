@@ -5,7 +5,7 @@ publishes and installs; a blocking check that fails stops everything downstream 
 one process on purpose: the stages are strictly sequential, and a process per step would load the
 whole code location (dbt manifest included) ten times for no parallelism. "Materialize all" on the
 group (the implicit asset job) runs the same way: the stages' `dpone/in_process` op tag makes the code
-location's default executor run it in process and tag it `dpone/release` (`defs/workspace_binding.py`).
+location's default executor run it in process and tag it `dpone/release` (`integration/binding.py`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import dagster as dg
 
 from dpone_dagster.defs.release.assets import GROUP
-from dpone_dagster.defs.workspace_binding import IN_PROCESS_EXECUTOR, workspace_tags
+from dpone_dagster.integration.binding import IN_PROCESS_EXECUTOR, workspace_tags
 
 RELEASE_JOB_NAME = "release_job"
 

@@ -1,7 +1,7 @@
 """Operator jobs of the release location: `release_recover_job`, `release_repair_audit_job`,
 `release_rollback_job`, `release_gc_job`.
 
-Each job is one op calling `dpone_dagster.release.operations.ReleaseOperations` over the run's release
+Each job is one op calling `dpone_dagster.release.delivery.operations.ReleaseOperations` over the run's release
 resources (the same objects `release_job` and `dpone release recover|repair-audit|rollback|gc` use),
 with one run-config field, `dry_run` (default false). Output metadata names what the run did
 (`action`), the release and deployment, the receipt kind and digest, and for gc what was (or would
@@ -19,8 +19,8 @@ import dagster as dg
 from dpone_dagster.contracts.grant import GrantSignatures
 from dpone_dagster.defs.release.refusals import refusals_as_failures
 from dpone_dagster.defs.release.resources import release_pipeline
-from dpone_dagster.defs.workspace_binding import IN_PROCESS_EXECUTOR, workspace_tags
-from dpone_dagster.release.operations import OperationOutcome, ReleaseOperations
+from dpone_dagster.integration.binding import IN_PROCESS_EXECUTOR, workspace_tags
+from dpone_dagster.release.delivery.operations import OperationOutcome, ReleaseOperations
 
 PIPELINE = {"authority_platform", "target_admission", "release_registry", "release_cache", "release_source"}
 

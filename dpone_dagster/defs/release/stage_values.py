@@ -4,7 +4,7 @@ What a reader could get wrong: nothing a release stage hands to the next one is 
 DAGSTER_HOME. Dagster's default IO manager would pickle the composed release and its source there
 (and unpickling a file is running code); this IO manager keeps each value in the memory of the run
 that produced it, which is why every release stage asks for in-process execution
-(`dpone/in_process`, see `defs/workspace_binding.py`). It adds no metadata (no `path`).
+(`dpone/in_process`, see `integration/binding.py`). It adds no metadata (no `path`).
 
 A later run that materializes a stage without its upstream stages (a retry of publish and install,
 `installed_release` or the rollout gate alone) gets `development_release` / `published_release`
@@ -27,7 +27,7 @@ from dpone_dagster.authority.verification import ReconstructedSource
 from dpone_dagster.contracts.coded import CodedError
 from dpone_dagster.defs.release.refusals import refusals_as_failures
 from dpone_dagster.release.errors import RegistryError
-from dpone_dagster.release.operations import reconstructed_from
+from dpone_dagster.release.delivery.operations import reconstructed_from
 
 IO_MANAGER_KEY = "release_stage_values"
 REGISTERED_STAGES = frozenset({"development_release", "published_release"})

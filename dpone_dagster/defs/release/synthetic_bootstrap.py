@@ -43,18 +43,12 @@ from dpone_dagster.contracts.canonical import CanonicalError
 from dpone_dagster.contracts.coded import CodedError
 from dpone_dagster.contracts.grant import DevelopmentGrant, ExecutionSubject
 from dpone_dagster.contracts.policy import DevelopmentPolicy, repository_digest
-from dpone_dagster.defs.release.platform import (
-    GRANT_KEY,
-    POLICY_KEY,
-    SIGNATURES_KEY,
-    ProtectedTargetDocument,
-    ensure_private_dir,
-)
-from dpone_dagster.defs.release.settings import ReleaseSettings
+from dpone_dagster.release.platform.target import GRANT_KEY, POLICY_KEY, SIGNATURES_KEY, ProtectedTargetDocument, ensure_private_dir
+from dpone_dagster.release.platform.settings import ReleaseSettings
 from dpone_dagster.errors import ConfigError
-from dpone_dagster.release.flows import capture_ordinary
-from dpone_dagster.release.native import WORKLOAD_RESOURCE_TYPES
-from dpone_dagster.release.source import open_source
+from dpone_dagster.release.build.flows import capture_ordinary
+from dpone_dagster.release.build.native import WORKLOAD_RESOURCE_TYPES
+from dpone_dagster.release.source.snapshot import open_source
 
 log = logging.getLogger(__name__)
 
@@ -186,7 +180,7 @@ def _grant(
 
 def _native_membership(settings: ReleaseSettings) -> list[str]:
     """Writing nodes of the prepared dbt manifest of the source's root project (synthetic grant only)."""
-    from dpone_dagster.defs.dbt.project import prepare_manifest, synthetic_dbt_project
+    from dpone_dagster.integration.dbt.project import prepare_manifest, synthetic_dbt_project
 
     project = synthetic_dbt_project()
     if Path(project.project_dir).resolve() != settings.source_location.resolve():

@@ -1,0 +1,147 @@
+"""dbt_project_synthetic as a `DbtProject`, built once, and the guarded preparation of its manifest.
+
+The manifest is prepared once: by `dpone prepare` (what `make dev` and a production image build
+run), or, if it is missing or stale, by the first process that loads the code location. "Stale" is
+decided by a fingerprint of the project's source files stored next to the manifest, so the run
+workers `dagster dev` starts for every run load the definitions without running `dbt parse` again,
+and a changed model is still picked up on the next load.
+
+What a reader could get wrong: dagster-dbt's own `prepare_if_dev()` re-parses in *every* process
+that sees `DAGSTER_IS_DEV_CLI`, run workers included; that is the behaviour this module replaces.
+And a run or step worker (`dagster api execute_run|execute_step|resume_run`) never parses, even when
+a model was edited since: it trusts the manifest the code location was loaded with (the job it runs
+was planned from that manifest; re-parsing there would cost `dbt parse` on every run after an edit
+and could change the assets under a planned run). `dbt build` itself parses the edited SQL, and the
+fork read set falls back to every table while the manifest is stale (`integration/dbt/factory.py`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import multiprocessing
+import os
+import shutil
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+from dagster_dbt import DbtProject
+from filelock import FileLock, Timeout
+
+from dpone_dagster.config import load_config
+from dpone_dagster.integration.dbt.cli import InstalledDbtCliResource  # no `dbt --version`, no adapter
+from dpone_dagster.errors import DponeError
+
+log = logging.getLogger(__name__)
+
+FINGERPRINT_FILE = "dpone_manifest.fingerprint"
+PARSE_ARGS = ("parse", "--quiet")
+_PROJECT_FILES = ("dbt_project.yml", "profiles.yml", "packages.yml", "dependencies.yml", "selectors.yml")
+_SOURCE_DIRS = ("models", "macros", "tests", "seeds", "snapshots", "analyses")
+_LOCK_TIMEOUT_SECONDS = 300
+_WORKER_COMMANDS = (("api", "execute_run"), ("api", "execute_step"), ("api", "resume_run"))
+
+
+def in_run_worker(argv: list[str] | None = None, *, spawned: bool | None = None) -> bool:
+    """True in a process Dagster started to execute a run or a step (its command line says so).
+
+    A run launched through a code server (the UI, GraphQL) executes in a `multiprocessing` child
+    the code server spawns (`start_run_in_subprocess`): it carries the server's `api grpc` command
+    line, so a spawned child of `api grpc` is a run worker too. `spawned` defaults to whether this
+    process has a multiprocessing parent.
+    """
+    args = tuple(sys.argv[1:3] if argv is None else argv[1:3])
+    if args in _WORKER_COMMANDS:
+        return True
+    if spawned is None:
+        spawned = multiprocessing.parent_process() is not None
+    return args == ("api", "grpc") and spawned
+
+
+class DbtProjectError(DponeError):
+    code = "dbt.project_error"
+
+
+def dbt_executable() -> str:
+    """The `dbt` installed next to this interpreter (the venv's), else the one on PATH."""
+    beside = Path(sys.executable).with_name("dbt")
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    found = shutil.which("dbt")
+    if found is None:
+        raise DbtProjectError("no `dbt` executable next to the Python interpreter or on PATH")
+    return found
+
+
+@lru_cache(maxsize=1)
+def synthetic_dbt_project() -> DbtProject:
+    """The one `DbtProject` for dbt_project_synthetic (profiles.yml lives in the project)."""
+    project_dir = load_config().dbt_project_path
+    if not (project_dir / "dbt_project.yml").is_file():
+        raise DbtProjectError("the configured dbt project folder has no dbt_project.yml", code="dbt.project_missing")
+    return DbtProject(project_dir=project_dir, profiles_dir=project_dir)
+
+
+def project_fingerprint(project_dir: Path) -> str:
+    """SHA-256 over the relative path and bytes of every file dbt parses."""
+    digest = hashlib.sha256()
+    files = [project_dir / name for name in _PROJECT_FILES]
+    for folder in _SOURCE_DIRS:
+        files.extend(p for p in (project_dir / folder).rglob("*") if p.is_file())
+    for path in sorted(p for p in files if p.is_file()):
+        relative = path.relative_to(project_dir).as_posix().encode()
+        digest.update(len(relative).to_bytes(4, "big") + relative)
+        content = path.read_bytes()
+        digest.update(len(content).to_bytes(8, "big") + content)
+    return digest.hexdigest()
+
+
+def _fingerprint_path(project: DbtProject) -> Path:
+    return project.manifest_path.with_name(FINGERPRINT_FILE)
+
+
+def manifest_is_current(project: DbtProject) -> bool:
+    stored = _fingerprint_path(project)
+    if not project.manifest_path.is_file() or not stored.is_file():
+        return False
+    return stored.read_text(encoding="utf-8").strip() == project_fingerprint(project.project_dir)
+
+
+def prepare_manifest(project: DbtProject | None = None, *, force: bool = False) -> bool:
+    """Run `dbt parse` unless the manifest matches the sources. Returns whether it parsed.
+
+    Concurrent callers (several processes loading the code location at once) serialize on a
+    lock file; the ones that waited find the manifest current and do not parse again.
+    """
+    project = project or synthetic_dbt_project()
+    if not force and in_run_worker() and project.manifest_path.is_file():
+        return False  # a run worker trusts the manifest prepared when the location loaded
+    if not force and manifest_is_current(project):
+        return False
+    project.manifest_path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(project.manifest_path.with_name("dpone_manifest.lock")))
+    try:
+        with lock.acquire(timeout=_LOCK_TIMEOUT_SECONDS):
+            if not force and manifest_is_current(project):
+                return False
+            fingerprint = project_fingerprint(project.project_dir)
+            invocation = InstalledDbtCliResource(project_dir=project, dbt_executable=dbt_executable()).cli(
+                list(PARSE_ARGS), target_path=project.target_path, raise_on_error=False
+            )
+            invocation.wait()
+            if not invocation.is_successful() or not project.manifest_path.is_file():
+                raise DbtProjectError(
+                    f"`dbt parse` failed for {project.name}; run `dbt parse` in the project "
+                    "folder to see the error",
+                    code="dbt.parse_failed",
+                )
+            staged = _fingerprint_path(project).with_suffix(".tmp")
+            staged.write_text(fingerprint + "\n", encoding="utf-8")
+            staged.replace(_fingerprint_path(project))
+    except Timeout:
+        raise DbtProjectError(
+            "another process has held the manifest lock for over five minutes", code="dbt.parse_locked"
+        ) from None
+    log.info("prepared the dbt manifest for %s", project.name)
+    return True

@@ -1,0 +1,1 @@
+"""A fork's life after creation: cleanup, maintenance, roles, diff and promotion."""

@@ -1,0 +1,148 @@
+"""What a fork defers: table names, defer views and the plan that compares them with live views.
+
+A fork sees each upstream table it has not materialized itself through a view over the nearest
+ancestor that owns it. `DeferPlan.views` compares the views wanted with the ones live in the fork
+catalog, so a fork in steady state runs no view statement at all.
+
+What a reader could get wrong: DuckLake stores a view's SQL as DuckDB re-renders it, not as it was
+written, so the comparison is on a canonical form (whitespace, letter case outside quotes, optional
+quoting of plain identifiers), never on the raw text; a mismatch re-creates the view and makes a
+new fork snapshot on every run.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from dpone_dagster.errors import LakeError
+from dpone_dagster.lake.guard.statement import quote_ident
+
+DEFAULT_SCHEMA = "main"
+SCD2_MARKER = "is_current"
+
+
+class InvalidTargetError(LakeError):
+    code = "lake.invalid_target"
+
+
+LIVE_VIEWS_SQL = (
+    "SELECT s.schema_name, v.view_name, v.sql FROM {ns}.ducklake_view v "
+    "JOIN {ns}.ducklake_schema s ON s.schema_id = v.schema_id "
+    "WHERE v.end_snapshot IS NULL AND s.end_snapshot IS NULL"
+)
+"""A DuckLake namespace's live views as (schema, view, stored SQL); `{ns}` is its metadata schema."""
+
+
+@dataclass(frozen=True, order=True)
+class TableName:
+    schema: str
+    table: str
+
+    @classmethod
+    def parse(cls, text: str) -> TableName:
+        parts = text.split(".")
+        if len(parts) == 1:
+            parts = [DEFAULT_SCHEMA, parts[0]]
+        if len(parts) != 2 or not all(parts):
+            raise InvalidTargetError(f"a target is `table` or `schema.table`, not {text!r}")
+        return cls(parts[0], parts[1])
+
+    def qualified(self, alias: str) -> str:
+        return f"{quote_ident(alias)}.{quote_ident(self.schema)}.{quote_ident(self.table)}"
+
+    def __str__(self) -> str:
+        return f"{self.schema}.{self.table}"
+
+
+@dataclass(frozen=True)
+class DeferView:
+    """A fork view over the nearest ancestor that owns `source`.
+
+    `current_only` makes the SCD2 `<table>_current` companion; `replace` is set when a live view of
+    that name already points elsewhere (the nearest owner changed), so it is re-pointed.
+    """
+
+    name: TableName
+    owner_workspace: str
+    owner_alias: str
+    source: TableName
+    current_only: bool = False
+    replace: bool = False
+
+    def select_sql(self) -> str:
+        where = f" WHERE {SCD2_MARKER}" if self.current_only else ""
+        return f"SELECT * FROM {self.source.qualified(self.owner_alias)}{where}"
+
+    def stored_sql(self) -> str:
+        """What the live view is compared with (a `partitions.PartitionView` differs from its select)."""
+        return self.select_sql()
+
+    def create_sql(self, alias: str) -> str:
+        verb = "CREATE OR REPLACE VIEW" if self.replace else "CREATE VIEW IF NOT EXISTS"
+        return f"{verb} {self.name.qualified(alias)} AS {self.select_sql()}"
+
+
+LiveViews = Mapping[TableName, str]
+"""The views live in a fork namespace: name -> the SQL DuckLake stored for it."""
+
+_TOKEN = re.compile(
+    r'"(?P<quoted>(?:[^"]|"")*)"'
+    r"|(?P<string>'(?:[^']|'')*')"
+    r"|(?P<word>[A-Za-z_][A-Za-z0-9_$]*)"
+    r"|(?P<space>\s+)"
+    r"|(?P<other>.)",
+    re.DOTALL,
+)
+
+
+def canonical_sql(sql: str) -> tuple[tuple[str, str], ...]:
+    """Tokens of `sql` as DuckDB resolves them: identifiers unquoted and case-folded (a quoted
+    `"Mart"` and DuckDB's re-rendered bare `Mart` are one identifier), string literals verbatim,
+    whitespace and a trailing `;` dropped. Two SQL texts with equal tokens define the same view."""
+    out: list[tuple[str, str]] = []
+    for match in _TOKEN.finditer(sql.strip().rstrip(";")):
+        kind = match.lastgroup
+        if kind == "quoted":
+            out.append(("name", match.group("quoted").replace('""', '"').lower()))
+        elif kind == "word":
+            out.append(("name", match.group("word").lower()))
+        elif kind == "string":
+            out.append(("string", match.group("string")))
+        elif kind == "other":
+            out.append(("punct", match.group("other")))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class DeferPlan:
+    """What a fork needs before looking at its catalog: every defer view, and the job's targets
+    (with their `_current` companions), which must end up as tables, not views."""
+
+    wanted: tuple[DeferView, ...] = ()
+    retargets: tuple[TableName, ...] = ()
+
+    def transition(self, live: LiveViews) -> tuple[TableName, ...]:
+        return tuple(sorted(name for name in self.retargets if name in live))
+
+    def views(self, live: LiveViews) -> tuple[DeferView, ...]:
+        """Views not yet live with the same definition; live views that differ are re-pointed."""
+        out = []
+        for view in self.wanted:
+            existing = live.get(view.name)
+            if existing is None:
+                out.append(view)
+                continue
+            wanted = view.stored_sql()
+            if existing != wanted and canonical_sql(existing) != canonical_sql(wanted):
+                out.append(replace(view, replace=True))
+        return tuple(out)
+
+
+def parse_targets(targets: Sequence[str]) -> tuple[TableName, ...]:
+    if isinstance(targets, str):
+        raise InvalidTargetError("targets is a sequence of table names, not one string")
+    return tuple(sorted({TableName.parse(t) for t in targets}))
+
+

@@ -1,0 +1,1 @@
+"""Delivery of a composed release: the immutable registry, install, leases, deployments, operator operations."""

@@ -1,0 +1,79 @@
+"""Reading an installed deployment and the activation audit log: verified, read-only, no receipt.
+
+What a reader could get wrong: reading needs no receipt on purpose (expired or revoked authority
+blocks new attempts, never the evidence), but nothing read here is authority either: a deployment
+record says what *was* installed, and every change is still checked against a fresh receipt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from dpone_dagster.contracts.base import ContractModel, parse_document
+from dpone_dagster.contracts.canonical import CanonicalError
+from dpone_dagster.contracts.coded import CodedError
+from dpone_dagster.contracts.release_records import AuditEntry, DeploymentRecord
+from dpone_dagster.release.build.bundle import ReleaseBundle, deployment_id_of, open_bundle
+from dpone_dagster.release.errors import ActivationError, IntegrityError
+
+GENESIS = "0" * 64
+
+
+@dataclass(frozen=True)
+class InstalledRelease:
+    bundle: ReleaseBundle
+    record: DeploymentRecord
+    path: Path
+
+
+def read_deployment(path: Path, release_id: str) -> InstalledRelease:
+    """Read and fully verify one installed deployment directory (no receipt needed: read-only)."""
+    record = read_document(DeploymentRecord, path / "deployment.json")
+    if record is None or record.release_id != release_id:
+        raise IntegrityError("release.integrity_mismatch", "the deployment record is missing or names another release")
+    members_root = path / "members"
+    members = {}
+    for member in record.members:
+        try:
+            members[member.path] = (members_root / member.path).read_bytes()
+        except OSError:
+            raise IntegrityError("release.integrity_mismatch", f"installed member {member.path!r} is missing") from None
+    stray = [p for p in members_root.rglob("*") if p.is_file() and p.relative_to(members_root).as_posix() not in members]
+    if stray:
+        raise IntegrityError("release.integrity_mismatch", "the installed deployment holds files its record does not list")
+    bundle = open_bundle(members, expected_release_id=release_id)
+    if record.members != bundle.member_digests() or record.grant_digest != bundle.parent.grant_digest:
+        raise IntegrityError("release.integrity_mismatch", "the deployment record disagrees with the installed bytes")
+    if record.deployment_id != deployment_id_of(release_id, record.environment):
+        raise IntegrityError("release.integrity_mismatch", "the deployment record names another deployment")
+    return InstalledRelease(bundle=bundle, record=record, path=path)
+
+
+def read_audit_log(path: Path) -> list[AuditEntry]:
+    """Every audit entry, with the hash chain verified; raise `release.audit_log_corrupt` if broken."""
+    if not path.exists():
+        return []
+    entries: list[AuditEntry] = []
+    previous = GENESIS
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        raise ActivationError("release.audit_log_corrupt", "the audit log ends in a torn line")
+    for index, line in enumerate(data.splitlines(), start=1):
+        try:
+            entry = parse_document(AuditEntry, line)
+        except (CanonicalError, CodedError):
+            raise ActivationError("release.audit_log_corrupt", f"audit line {index} is not a valid entry") from None
+        if entry.sequence != index or entry.previous_entry_sha256 != previous:
+            raise ActivationError("release.audit_log_corrupt", f"the audit chain breaks at line {index}")
+        entries.append(entry)
+        previous = hashlib.sha256(line).hexdigest()
+    return entries
+
+
+def read_document(model: type[ContractModel], path: Path):
+    try:
+        return parse_document(model, path.read_bytes())
+    except (OSError, CanonicalError, CodedError):
+        return None

@@ -1,0 +1,378 @@
+"""Installation: an immutable local release cache, a current pointer, an audit log, rollback and recovery.
+
+Layout under the cache root (one root per target deployment environment):
+- `deployments/<hex>/members/...` + `deployments/<hex>/deployment.json`: an installed release,
+  written to `staging/` first, reread and verified, then renamed into place (never modified after);
+- `current`: the active deployment (`CurrentPointer`), replaced atomically;
+- `activation.pending`: a prepared activation (`ActivationIntent`), present until it is audited;
+- `audit.log`: one hash-chained `AuditEntry` per activation, append-only;
+- `staging/`: what an interrupted materialization left; `gc` removes it under a cleanup lease.
+
+Every protected step re-verifies its own receipt kind through the injected `TargetAdmission`
+immediately before it writes: materialization before the cache write (after re-applying the combined
+budget), activation before preparation, and again (`after_preparation=True`) both after preparation
+and immediately before the pointer commit, each time after a full `open_bundle` validation of the
+installed bytes. Pointer-changing recovery, audit-only repair and rollback follow the same rule with
+their own activation-receipt purposes (`pointer_recovery`, `audit_repair`, `rollback`); an
+`activate` receipt never admits a rollback. Verified reading lives in `release.deployments`; the
+operator entry points (receipts issued from the live grant) in `release.operations`.
+
+What a reader could get wrong: a failure after preparation is never retried blindly. The pending
+intent stays, every other activation refuses with `release.activation_recovery_required`, and
+`recover()` (with a `pointer_recovery` receipt) completes exactly the prepared activation. Reading
+(`current`, `audit_log`, `load`, `deployments`) needs no receipt: expired or revoked authority blocks
+new attempts, never the evidence.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from dpone_dagster.clock import Clock
+from dpone_dagster.contracts.bounds import format_timestamp
+from dpone_dagster.contracts.receipts import (
+    ActivationReceipt,
+    DevelopmentAuthorityReceipt,
+    MaterializationReceipt,
+)
+from dpone_dagster.release.build.budget import require_within_budget
+from dpone_dagster.release.build.compose import require_authority
+from dpone_dagster.release.build.bundle import ReleaseBundle, deployment_projection, open_bundle
+from dpone_dagster.release.delivery.deployments import GENESIS, InstalledRelease, read_audit_log, read_deployment
+from dpone_dagster.release.delivery.deployments import read_document as _read_document
+from dpone_dagster.release.errors import ActivationError, DurabilityUncertainError, IntegrityError, RegistryError
+from dpone_dagster.contracts.release_records import (
+    ActivationAction,
+    ActivationIntent,
+    AuditEntry,
+    AuthorizedBy,
+    CurrentPointer,
+    DeploymentRecord,
+)
+from dpone_dagster.release.source.local_files import LocalFiles
+from dpone_dagster.release.ports import TargetAdmission
+
+__all__ = ["ActivationResult", "InstalledRelease", "MaterializationResult", "ReleaseCache", "read_deployment"]
+
+
+@dataclass(frozen=True)
+class MaterializationResult:
+    release_id: str
+    deployment_id: str
+    bytes_written: int
+    already_installed: bool
+
+
+@dataclass(frozen=True)
+class ActivationResult:
+    release_id: str
+    deployment_id: str
+    previous_release_id: str | None
+    audit_sequence: int
+    changed: bool
+
+
+class ReleaseCache:
+    """The local immutable cache of one target. All writes go through `files` (a fault-injection seam)."""
+
+    def __init__(self, root: Path, *, admission: TargetAdmission, clock: Clock, files: LocalFiles | None = None) -> None:
+        self.root = Path(root)
+        self.admission = admission
+        self.clock = clock
+        self.files = files or LocalFiles()
+
+    @property
+    def _current_path(self) -> Path:
+        return self.root / "current"
+
+    @property
+    def _intent_path(self) -> Path:
+        return self.root / "activation.pending"
+
+    @property
+    def _audit_path(self) -> Path:
+        return self.root / "audit.log"
+
+    def _deployment_dir(self, release_id: str) -> Path:
+        return self.root / "deployments" / release_id.removeprefix("sha256:")
+
+    # ------------------------------------------------------------------ materialization
+
+    def materialize(
+        self, bundle: ReleaseBundle, *, authority: DevelopmentAuthorityReceipt, receipt: MaterializationReceipt | None
+    ) -> MaterializationResult:
+        """Install `bundle` into the cache (idempotent). Nothing is written unless every check passes."""
+        require_authority(authority)
+        verified = open_bundle(bundle.members, expected_release_id=bundle.release_id)
+        deployment_id = deployment_projection(verified, authority).deployment_id
+        require_within_budget(workloads=verified.workload_count, source_bytes=verified.source_bytes, limits=authority.effective_limits)
+        self.admission.require_current(receipt, MaterializationReceipt, release_id=verified.release_id, deployment_id=deployment_id)
+        final = self._deployment_dir(verified.release_id)
+        if final.exists():
+            self.load(verified.release_id)
+            return MaterializationResult(verified.release_id, deployment_id, 0, already_installed=True)
+        record = DeploymentRecord(
+            release_id=verified.release_id,
+            deployment_id=deployment_id,
+            environment=authority.environment,
+            trust_tier="non_production",
+            grant_digest=authority.grant_digest,
+            authority_expires_at=authority.expires_at,
+            revocation_epoch=authority.revocation_epoch,
+            installed_at=format_timestamp(self.clock.now()),
+            members=verified.member_digests(),
+        )
+        written = self._stage_and_commit(verified, record, final)
+        return MaterializationResult(verified.release_id, deployment_id, written, already_installed=False)
+
+    def _stage_and_commit(self, bundle: ReleaseBundle, record: DeploymentRecord, final: Path) -> int:
+        staging = self.root / "staging" / f"{bundle.release_id.removeprefix('sha256:')[:16]}-{uuid.uuid4().hex}"
+        staged: list[str] = []
+        try:
+            self.files.make_dirs(staging / "members")
+            for path, data in sorted(bundle.members.items()):
+                self.files.write_new(staging / "members" / path, data)
+                staged.append(path)
+            self.files.write_new(staging / "deployment.json", record.canonical_bytes())
+            read_deployment(staging, bundle.release_id)
+            self.files.make_dirs(final.parent)
+            self.files.rename_new(staging, final)
+        except FileExistsError:
+            shutil.rmtree(staging, ignore_errors=True)
+            self.load(bundle.release_id)
+            return 0
+        except (IntegrityError, RegistryError, OSError) as error:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise DurabilityUncertainError(
+                f"installing into the local cache failed ({type(error).__name__}); the deployment is "
+                f"{'present' if final.exists() else 'not present'}; retry the identical installation",
+                release_id=bundle.release_id,
+                stage="cache",
+                written=staged,
+                pending=sorted(set(bundle.members) - set(staged)),
+            ) from None
+        return sum(len(data) for data in bundle.members.values()) + len(record.canonical_bytes())
+
+    # ------------------------------------------------------------------ reading (no receipt needed)
+
+    def load(self, release_id: str) -> InstalledRelease:
+        """The installed deployment of `release_id`, fully re-verified (sealed projection + every byte)."""
+        path = self._deployment_dir(release_id)
+        if not path.is_dir():
+            raise ActivationError("release.not_installed", "that release is not installed in this cache")
+        return read_deployment(path, release_id)
+
+    def deployments(self) -> list[str]:
+        root = self.root / "deployments"
+        return sorted("sha256:" + item.name for item in root.iterdir()) if root.is_dir() else []
+
+    def current(self) -> CurrentPointer | None:
+        if not self._current_path.exists():
+            return None
+        pointer = _read_document(CurrentPointer, self._current_path)
+        if pointer is None:
+            raise IntegrityError("release.integrity_mismatch", "the current pointer is unreadable")
+        return pointer
+
+    def pending(self) -> ActivationIntent | None:
+        if not self._intent_path.exists():
+            return None
+        intent = _read_document(ActivationIntent, self._intent_path)
+        if intent is None:
+            raise ActivationError("release.activation_recovery_required", "a prepared activation is unreadable; recover it")
+        return intent
+
+    def audit_log(self) -> list[AuditEntry]:
+        """Every audit entry, with the hash chain verified; raise `release.audit_log_corrupt` if broken."""
+        return read_audit_log(self._audit_path)
+
+    def staging(self) -> list[str]:
+        """Names under `staging/`: what an interrupted materialization left (never a deployment)."""
+        root = self.root / "staging"
+        return sorted(item.name for item in root.iterdir()) if root.is_dir() else []
+
+    def remove_staging(self, names: list[str]) -> list[str]:
+        """Remove the named staging entries (cleanup only; the caller holds the cleanup lease)."""
+        removed = []
+        for name in names:
+            path = self.root / "staging" / name
+            if path.parent != self.root / "staging" or not path.name or path.is_symlink():
+                continue
+            if path.is_dir():
+                shutil.rmtree(path)
+            elif path.exists():
+                path.unlink()
+            else:
+                continue
+            removed.append(name)
+        return removed
+
+    def previous_release(self) -> str:
+        """The deployment active before the current one: what `rollback` selects."""
+        pointer = self.current()
+        if pointer is None or pointer.previous_release_id is None:
+            raise ActivationError("release.no_previous_deployment", "there is no earlier deployment to roll back to")
+        return pointer.previous_release_id
+
+    # ------------------------------------------------------------------ activation
+
+    def activate(self, release_id: str, *, receipt: ActivationReceipt | None) -> ActivationResult:
+        """Move the current pointer to an installed release under an `activate` receipt."""
+        return self._activate(release_id, receipt, "activate")
+
+    def _activate(self, release_id: str, receipt: ActivationReceipt | None, action: ActivationAction) -> ActivationResult:
+        purpose: AuthorizedBy = "rollback" if action == "rollback" else "activate"
+        if self.pending() is not None:
+            raise ActivationError("release.activation_recovery_required", "a prepared activation is pending; recover it first")
+        installed = self.load(release_id)
+        deployment_id = installed.record.deployment_id
+        self.admission.require_current(receipt, ActivationReceipt, release_id=release_id, deployment_id=deployment_id, purpose=purpose)
+        pointer = self.current()
+        intent = self._intent(
+            action, release_id, deployment_id, pointer.release_id if pointer else None, len(self.audit_log()) + 1, receipt
+        )
+        try:
+            self.files.create_exclusive(self._intent_path, intent.canonical_bytes())
+        except FileExistsError:
+            raise ActivationError("release.activation_recovery_required", "another activation was prepared concurrently") from None
+        except OSError:
+            raise self._recovery_required("preparing the activation failed") from None
+        self._complete(intent, receipt, authorized_by=purpose)
+        return ActivationResult(release_id, deployment_id, intent.previous_release_id, intent.audit_sequence, changed=True)
+
+    def rollback(self, *, receipt: ActivationReceipt | None) -> ActivationResult:
+        """Activate the previous immutable deployment under a `rollback` receipt naming that release."""
+        return self._activate(self.previous_release(), receipt, "rollback")
+
+    def recover(self, *, receipt: ActivationReceipt | None) -> ActivationResult | None:
+        """Complete a prepared activation under a `pointer_recovery` receipt; None when nothing is pending."""
+        intent = self.pending()
+        if intent is None:
+            return None
+        self.admission.require_current(
+            receipt, ActivationReceipt, release_id=intent.release_id, deployment_id=intent.deployment_id, purpose="pointer_recovery"
+        )
+        self._drop_torn_audit_tail()
+        pointer = self.current()
+        changed = pointer is None or pointer.release_id != intent.release_id
+        self._complete(intent, receipt, authorized_by="pointer_recovery")
+        return ActivationResult(intent.release_id, intent.deployment_id, intent.previous_release_id, intent.audit_sequence, changed)
+
+    def _drop_torn_audit_tail(self) -> None:
+        """Remove an incomplete last audit line (an append interrupted mid-write); recovery re-appends it."""
+        if not self._audit_path.exists():
+            return
+        data = self._audit_path.read_bytes()
+        if data and not data.endswith(b"\n"):
+            try:
+                self.files.truncate(self._audit_path, data.rfind(b"\n") + 1)
+            except OSError:
+                raise self._recovery_required("removing a torn audit line failed") from None
+
+    def repair_audit(self, *, receipt: ActivationReceipt | None) -> AuditEntry | None:
+        """Append the audit entry the active deployment lacks (audit-only repair); None when complete."""
+        if self.pending() is not None:
+            raise ActivationError("release.activation_recovery_required", "a prepared activation is pending; recover it first")
+        pointer = self.current()
+        if pointer is None:
+            return None
+        self.admission.require_current(
+            receipt, ActivationReceipt, release_id=pointer.release_id, deployment_id=pointer.deployment_id, purpose="audit_repair"
+        )
+        entries = self.audit_log()
+        if any(e.sequence == pointer.audit_sequence and e.release_id == pointer.release_id for e in entries):
+            return None
+        self._validated(pointer.release_id, pointer.deployment_id, receipt, purpose="audit_repair")
+        intent = self._intent(
+            "activate", pointer.release_id, pointer.deployment_id, pointer.previous_release_id, pointer.audit_sequence, receipt
+        )
+        return self._append_audit(intent, authorized_by="audit_repair", receipt_digest=receipt.document_digest())
+
+    def _intent(
+        self,
+        action: ActivationAction,
+        release_id: str,
+        deployment_id: str,
+        previous_release_id: str | None,
+        audit_sequence: int,
+        receipt: ActivationReceipt,
+    ) -> ActivationIntent:
+        return ActivationIntent(
+            action=action,
+            release_id=release_id,
+            deployment_id=deployment_id,
+            previous_release_id=previous_release_id,
+            audit_sequence=audit_sequence,
+            receipt_digest=receipt.document_digest(),
+            prepared_at=format_timestamp(self.clock.now()),
+        )
+
+    def _complete(self, intent: ActivationIntent, receipt: ActivationReceipt, *, authorized_by: AuthorizedBy) -> None:
+        """From a durable intent: validate, commit the pointer, append the audit entry, clear the intent."""
+        purpose = authorized_by
+        self._validated(intent.release_id, intent.deployment_id, receipt, purpose=purpose)
+        pointer = CurrentPointer(
+            release_id=intent.release_id,
+            deployment_id=intent.deployment_id,
+            previous_release_id=intent.previous_release_id,
+            audit_sequence=intent.audit_sequence,
+        )
+        current = self.current()
+        if current != pointer:
+            self._validated(intent.release_id, intent.deployment_id, receipt, purpose=purpose)
+            try:
+                self.files.replace(self._current_path, pointer.canonical_bytes())
+            except OSError:
+                raise self._recovery_required("committing the current pointer failed") from None
+        entries = self.audit_log()
+        if not any(e.sequence == intent.audit_sequence for e in entries):
+            self._append_audit(intent, authorized_by=authorized_by, receipt_digest=receipt.document_digest())
+        try:
+            self.files.remove(self._intent_path)
+        except OSError:
+            raise self._recovery_required("clearing the prepared activation failed") from None
+
+    def _validated(self, release_id: str, deployment_id: str, receipt: ActivationReceipt, *, purpose: str) -> None:
+        """Full sealed-projection + artifact-integrity validation, then the live receipt re-check."""
+        try:
+            installed = self.load(release_id)
+        except (IntegrityError, ActivationError) as error:
+            raise self._recovery_required(f"the installed deployment failed validation ({error.code})") from None
+        if installed.record.deployment_id != deployment_id:
+            raise self._recovery_required("the installed deployment is not the prepared one")
+        self.admission.require_current(
+            receipt, ActivationReceipt, release_id=release_id, deployment_id=deployment_id, purpose=purpose, after_preparation=True
+        )
+
+    def _append_audit(self, intent: ActivationIntent, *, authorized_by: AuthorizedBy, receipt_digest: str) -> AuditEntry:
+        """Append the entry for `intent`, naming the receipt that authorized *this* step (`authorized_by`).
+
+        Refuses unless the entry is exactly the next one: an activation whose log changed since it
+        was prepared, and a repair whose log lost entries *before* the active one, both stop here."""
+        entries = self.audit_log()
+        if intent.audit_sequence != len(entries) + 1:
+            raise ActivationError("release.audit_log_corrupt", "the audit log changed or lost entries before this activation's")
+        previous = hashlib.sha256(self._audit_path.read_bytes().splitlines()[-1]).hexdigest() if entries else GENESIS
+        entry = AuditEntry(
+            sequence=intent.audit_sequence,
+            previous_entry_sha256=previous,
+            action=intent.action,
+            authorized_by=authorized_by,
+            release_id=intent.release_id,
+            deployment_id=intent.deployment_id,
+            previous_release_id=intent.previous_release_id,
+            receipt_digest=receipt_digest,
+            recorded_at=format_timestamp(self.clock.now()),
+        )
+        try:
+            self.files.append(self._audit_path, entry.canonical_bytes() + b"\n")
+        except OSError:
+            raise self._recovery_required("appending the audit entry failed") from None
+        return entry
+
+    def _recovery_required(self, why: str) -> ActivationError:
+        return ActivationError("release.activation_recovery_required", f"{why}; run activation recovery")

@@ -1,0 +1,245 @@
+"""The immutable release registry: content-addressed publication over an `ObjectStore`.
+
+Layout (the same on a local directory and on S3):
+- `blobs/sha256/<hex>`: every member's bytes, addressed by their plain SHA-256;
+- `releases/<hex>.json`: one commit object per release (`<hex>` is the release identity's hex),
+  listing every member path with its hash and size. It is written *last*, with a conditional
+  create, so a release is visible only once every byte it names is stored and reread.
+
+`publish` runs, in order: full bundle verification (sealed projection and artifact integrity), the
+combined workload and byte budget, the publication receipt re-verified against the live target
+(`TargetAdmission.require_current`), then blob writes, a reread of every blob, the commit object, and a reread of the commit.
+Everything before the first write is a refusal that leaves the registry untouched; a failure after
+the first write is `release.durability_uncertain` listing what is known. An identical retry finds
+the commit and writes zero bytes; a retry after an uncertain failure converges on the same identity.
+
+What a reader could get wrong: blobs without a commit are not a release. They are what an
+interrupted publication leaves behind; `unreferenced_blobs` lists them for cleanup. Cleanup never
+runs while a publication is in flight: `publish` holds a `publication` lease (`release.leases`)
+from just before its first blob write until after its last reread, and `remove_unreferenced_blobs`
+runs only inside a `cleanup` lease, which refuses while any live writer lease exists. A publication
+also re-checks its blobs after committing and restores any that vanished.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+
+from dpone_dagster.clock import Clock, SystemClock
+from dpone_dagster.contracts.base import parse_document
+from dpone_dagster.contracts.canonical import CanonicalError
+from dpone_dagster.contracts.coded import CodedError
+from dpone_dagster.contracts.receipts import DevelopmentAuthorityReceipt, PublicationReceipt
+from dpone_dagster.contracts.release_records import MemberDigest, ReleaseCommit
+from dpone_dagster.release.build.budget import require_within_budget
+from dpone_dagster.release.build.bundle import ReleaseBundle, content_sha256, deployment_projection, open_bundle
+from dpone_dagster.release.build.compose import require_authority
+from dpone_dagster.release.errors import DurabilityUncertainError, RegistryError
+from dpone_dagster.release.delivery.leases import DEFAULT_LEASE_TTL, Leases
+from dpone_dagster.release.ports import ObjectStore, TargetAdmission
+
+BLOBS = "blobs/sha256/"
+RELEASES = "releases/"
+
+
+def commit_key(release_id: str) -> str:
+    return f"{RELEASES}{release_id.removeprefix('sha256:')}.json"
+
+
+def blob_key(sha256_hex: str) -> str:
+    return f"{BLOBS}{sha256_hex}"
+
+
+@dataclass(frozen=True)
+class PublicationResult:
+    release_id: str
+    commit_key: str
+    bytes_written: int
+    objects_written: int
+    already_published: bool
+
+
+def commit_for(bundle: ReleaseBundle) -> ReleaseCommit:
+    return ReleaseCommit(release_id=bundle.release_id, members=bundle.member_digests())
+
+
+class ReleaseRegistry:
+    """Publish and read immutable releases. Nothing here replaces or deletes a committed release."""
+
+    def __init__(
+        self, store: ObjectStore, *, name: str = "registry", clock: Clock | None = None, lease_ttl: timedelta = DEFAULT_LEASE_TTL
+    ) -> None:
+        self.store = store
+        self.name = name
+        self.leases = Leases(store, clock or SystemClock(), lease_ttl)
+
+    def publish(
+        self,
+        bundle: ReleaseBundle,
+        *,
+        authority: DevelopmentAuthorityReceipt,
+        receipt: PublicationReceipt | None,
+        admission: TargetAdmission,
+    ) -> PublicationResult:
+        """Publish `bundle` under `receipt`, re-verified with `admission` right before the first write."""
+        require_authority(authority)
+        verified = open_bundle(bundle.members, expected_release_id=bundle.release_id)
+        deployment_id = deployment_projection(verified, authority).deployment_id
+        commit = commit_for(verified)
+        key = commit_key(verified.release_id)
+        require_within_budget(workloads=verified.workload_count, source_bytes=verified.source_bytes, limits=authority.effective_limits)
+        admission.require_current(receipt, PublicationReceipt, release_id=verified.release_id, deployment_id=deployment_id)
+        with self.leases.hold("publication"):
+            return self._publish(verified, commit, key)
+
+    def _publish(self, verified: ReleaseBundle, commit: ReleaseCommit, key: str) -> PublicationResult:
+        existing = self._read(key)
+        if existing is None:
+            return self._write(verified, commit, key)
+        self._require_same_commit(existing, commit)
+        restored = self._restore_vanished(commit, _by_hash(verified), verified.release_id, [])
+        self._reread(commit, stage="retry", written=restored or None)
+        restored_bytes = sum(m.size for m in commit.members if blob_key(m.content_sha256) in restored)
+        return PublicationResult(verified.release_id, key, restored_bytes, len(restored), already_published=True)
+
+    def _write(self, bundle: ReleaseBundle, commit: ReleaseCommit, key: str) -> PublicationResult:
+        written: list[str] = []
+        bytes_written = 0
+        pending = [blob_key(member.content_sha256) for member in commit.members]
+        data_by_hash = _by_hash(bundle)
+        for member in commit.members:
+            blob = blob_key(member.content_sha256)
+            try:
+                created = self.store.put_if_absent(blob, data_by_hash[member.content_sha256])
+            except Exception:
+                raise self._uncertain(bundle.release_id, "blobs", written, pending) from None
+            pending.remove(blob)
+            if created:
+                written.append(blob)
+                bytes_written += member.size
+        self._reread(commit, stage="blobs", written=written)
+        commit_bytes = commit.canonical_bytes()
+        try:
+            created = self.store.put_if_absent(key, commit_bytes)
+        except Exception:
+            raise self._uncertain(bundle.release_id, "commit", written, [key]) from None
+        if not created:
+            self._require_same_commit(self._read(key), commit)
+        else:
+            written.append(key)
+            bytes_written += len(commit_bytes)
+        if self._read(key, stage="commit", written=written) != commit_bytes:
+            raise self._uncertain(bundle.release_id, "commit", written, [key])
+        written.extend(self._restore_vanished(commit, data_by_hash, bundle.release_id, written))
+        return PublicationResult(bundle.release_id, key, bytes_written, len(written), already_published=not created)
+
+    def fetch(self, release_id: str) -> ReleaseBundle:
+        """Read a committed release and verify every byte of it; raise if absent or altered."""
+        data = self._read(commit_key(release_id))
+        if data is None:
+            raise RegistryError("release.not_found", "no committed release with that identity")
+        commit = self._parse_commit(data)
+        if commit.release_id != release_id:
+            raise RegistryError("release.registry_conflict", "the commit object names another release")
+        members = {member.path: self._blob(member) for member in commit.members}
+        return open_bundle(members, expected_release_id=release_id)
+
+    def releases(self) -> list[str]:
+        """Identities of every committed release."""
+        return [
+            "sha256:" + key.removeprefix(RELEASES).removesuffix(".json")
+            for key in self._keys(RELEASES)
+            if key.endswith(".json")
+        ]
+
+    def unreferenced_blobs(self) -> list[str]:
+        """Blob keys no commit names (left by interrupted publications). An unreadable commit refuses."""
+        referenced = set()
+        for release_id in self.releases():
+            data = self._read(commit_key(release_id))
+            if data is None:
+                raise RegistryError("release.registry_unavailable", "a commit object vanished while listing references")
+            referenced.update(blob_key(m.content_sha256) for m in self._parse_commit(data).members)
+        return [key for key in self._keys(BLOBS) if key not in referenced]
+
+    def remove_unreferenced_blobs(self, candidates: list[str] | None = None) -> list[str]:
+        """Delete those of `candidates` (default: all) still unreferenced. Call only inside a cleanup lease."""
+        still = self.unreferenced_blobs()
+        removed = [key for key in (still if candidates is None else candidates) if key in set(still)]
+        for key in removed:
+            try:
+                self.store.delete(key)
+            except Exception:
+                raise RegistryError("release.registry_unavailable", f"the {self.name} refused a delete") from None
+        return removed
+
+    def _blob(self, member: MemberDigest) -> bytes:
+        data = self._read(blob_key(member.content_sha256))
+        if data is None:
+            raise RegistryError("release.not_found", f"member {member.path!r} of a committed release is missing")
+        return data
+
+    def _reread(self, commit: ReleaseCommit, *, stage: str, written: list[str] | None = None) -> None:
+        for member in commit.members:
+            data = self._read(blob_key(member.content_sha256), stage=stage, written=written, release_id=commit.release_id)
+            if data is None or len(data) != member.size or content_sha256(data) != member.content_sha256:
+                if written is None:
+                    raise RegistryError("release.registry_conflict", f"stored member {member.path!r} is missing or altered")
+                raise self._uncertain(commit.release_id, stage, written, [blob_key(member.content_sha256)])
+
+    def _restore_vanished(self, commit: ReleaseCommit, data_by_hash: Mapping[str, bytes], release_id: str, written: list[str]) -> list[str]:
+        """Re-put any blob of a committed release that is gone (content-addressed: same bytes)."""
+        restored: list[str] = []
+        for member in commit.members:
+            blob = blob_key(member.content_sha256)
+            try:
+                if self.store.exists(blob):
+                    continue
+                self.store.put_if_absent(blob, data_by_hash[member.content_sha256])
+            except Exception:
+                raise self._uncertain(release_id, "restore", written + restored, [blob]) from None
+            restored.append(blob)
+        return restored
+
+    def _read(self, key: str, *, stage: str | None = None, written: list[str] | None = None, release_id: str = "") -> bytes | None:
+        try:
+            return self.store.get(key)
+        except Exception:
+            if stage is not None and written is not None:
+                raise self._uncertain(release_id, stage, written, [key]) from None
+            raise RegistryError("release.registry_unavailable", f"the {self.name} could not be read") from None
+
+    def _keys(self, prefix: str) -> list[str]:
+        try:
+            return list(self.store.keys(prefix))
+        except Exception:
+            raise RegistryError("release.registry_unavailable", f"the {self.name} could not be listed") from None
+
+    def _parse_commit(self, data: bytes) -> ReleaseCommit:
+        try:
+            return parse_document(ReleaseCommit, data)
+        except (CanonicalError, CodedError):
+            raise RegistryError("release.registry_conflict", "a commit object is not a valid release commit") from None
+
+    def _require_same_commit(self, existing: bytes | None, commit: ReleaseCommit) -> None:
+        if existing != commit.canonical_bytes():
+            raise RegistryError(
+                "release.registry_conflict",
+                "the registry holds different bytes under this release's content address",
+            )
+
+    def _uncertain(self, release_id: str, stage: str, written: list[str], pending: list[str]) -> DurabilityUncertainError:
+        return DurabilityUncertainError(
+            f"publication to the {self.name} failed during {stage}: {len(written)} object(s) written, "
+            f"{len(pending)} not confirmed; the release is not committed unless a retry says so",
+            release_id=release_id,
+            stage=stage,
+            written=written,
+            pending=pending,
+        )
+
+
+def _by_hash(bundle: ReleaseBundle) -> dict[str, bytes]:
+    return {content_sha256(data): data for data in bundle.members.values()}
