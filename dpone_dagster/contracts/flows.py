@@ -43,8 +43,6 @@ from dpone_dagster.contracts.coded import CodedError
 from dpone_dagster.contracts.bounds import ContentSha256, Count, Digest, LogicalPath, Name, Text, bounded_text, sorted_unique
 from dpone_dagster.contracts.identity import digest
 
-FLOW_MANIFEST_SCHEMA = "dpone.flow-manifest.v1"
-FLOW_DAG_SCHEMA = "dpone.flow-dag.v1"
 FLOW_PACK_SCHEMA = "dpone.flow-pack.v1"
 ORDINARY_CAPTURE_SCHEMA = "dpone.ordinary-capture.v1"
 PACK_FINGERPRINT_KIND = "dpone.flow-pack-fingerprint.v1"

@@ -35,7 +35,6 @@ class GuardedMethodError(SqlGuardError, AttributeError):
     code = "lake.guarded_connection_method"
 
 
-_SQL_METHODS = frozenset({"execute", "executemany", "sql", "query", "from_query", "get_table_names"})
 _PASS_THROUGH = frozenset(
     {
         # results and transactions

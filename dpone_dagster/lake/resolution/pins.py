@@ -233,10 +233,3 @@ def pin_lake(
                 )
             )
     return {m: found.snapshots[m] for m in wanted}
-
-
-def unpin_lake(workspace_id: str, lake: str, config: DponeConfig | None = None) -> None:
-    """Make one fork lake read its ancestors live again."""
-    config = config or load_config()
-    with open_store(config.control_store).begin() as conn:
-        conn.execute(fork_pin.delete().where(fork_pin.c.workspace_id == workspace_id, fork_pin.c.lake == lake))

@@ -334,7 +334,3 @@ def _no_follow_opener(path: str, flags: int) -> int:
         os.close(descriptor)
         raise fail("source.special_member", "a checkout file changed into a special file while being read")
     return descriptor
-
-
-def _ignore(_chunk: bytes) -> None:
-    return None
