@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import json
 
-from dpone_dagster.authority.synthetic import SyntheticAuthority, synthetic_source
+from bench.timing import best_seconds, ratio_row
 from devtools.synthetic_documents import synthetic_documents
+from dpone_dagster.authority.synthetic import SyntheticAuthority, synthetic_source
 from dpone_dagster.authority.verification import verify_grant
 from dpone_dagster.contracts.canonical import dumps, loads_canonical
 from dpone_dagster.contracts.grant import signing_payload
-
-from bench.timing import best_seconds, ratio_row
 
 
 def _verification_rows() -> list[dict[str, object]]:

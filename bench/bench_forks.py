@@ -31,18 +31,17 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
+from bench.timing import best_seconds
 from dpone_dagster.config import DponeConfig, LakeConfig, load_config
 from dpone_dagster.control.store import open_store
 from dpone_dagster.lake.catalogs import CatalogAdapters, CountingCatalog
 from dpone_dagster.lake.duck import connect
-from dpone_dagster.lake.resolution.fork import LakePorts, resolve_workspace_lake
-from dpone_dagster.lake.resolution.seam import resolve
-from dpone_dagster.lake.resolution.plan import DeferView
 from dpone_dagster.lake.resolution.apply import ResolvedLake
+from dpone_dagster.lake.resolution.fork import LakePorts, resolve_workspace_lake
+from dpone_dagster.lake.resolution.plan import DeferView
+from dpone_dagster.lake.resolution.seam import resolve
 from dpone_dagster.lake.state.tracking import record_materialization
 from dpone_dagster.workspaces.service import Workspaces
-
-from bench.timing import best_seconds
 
 SMALL_ROWS = 650_000  # about 10 MB of parquet (two random doubles per row)
 LARGE_ROWS = int(os.environ.get("BENCH_FORKS_LARGE_ROWS", 64_000_000))  # about 1 GB, the size

@@ -30,8 +30,8 @@ from pathlib import Path
 from bench.bench_forks import _config as forks_config
 from dpone_dagster.config import DponeConfig
 from dpone_dagster.lake.lifecycle.diff import fork_diff
-from dpone_dagster.lake.resolution.pins import fork_session_snapshots
 from dpone_dagster.lake.lifecycle.promote import promote
+from dpone_dagster.lake.resolution.pins import fork_session_snapshots
 from dpone_dagster.lake.resolution.seam import resolve
 from dpone_dagster.lake.state.tracking import record_materialization
 from dpone_dagster.workspaces.service import Workspaces

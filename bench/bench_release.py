@@ -30,6 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.timing import best_seconds, ratio_row
 from dpone_dagster.authority.synthetic import SyntheticAuthority, synthetic_limits
 from dpone_dagster.release.build.bundle import open_bundle
 from dpone_dagster.release.delivery.install import ReleaseCache
@@ -38,8 +39,6 @@ from dpone_dagster.release.delivery.registry import ReleaseRegistry
 from dpone_dagster.release.source.snapshot import open_source
 from tests.release.fabricated import SyntheticTarget, synthetic_release
 from tests.release.real_pipeline import SYNTHETIC_PROJECT, compose_real, pipeline_for, release_tree
-
-from bench.timing import best_seconds, ratio_row
 
 SOURCE_FILES = 32
 SOURCE_FILE_BYTES = 1024 * 1024

@@ -32,10 +32,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from bench.generator import DBT_DIR, generate, load_summary
+from bench.generator import DBT_DIR, generate
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 MODELS = int(os.environ.get("BENCH_SCALE_MODELS", 1000))

@@ -17,7 +17,7 @@ from typing import Any
 
 from dpone_dagster.authority.error_catalog import all_codes, owner_of
 from dpone_dagster.contracts import bounds
-from dpone_dagster.contracts.dispatch import DOCUMENT_TYPES, DocumentType
+from dpone_dagster.contracts.dispatch import DOCUMENT_TYPES
 
 BEGIN = "<!-- BEGIN GENERATED: python -m devtools.schema_doc --write -->"
 END = "<!-- END GENERATED -->"

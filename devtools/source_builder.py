@@ -21,8 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dpone_dagster.release.source.archive import CHUNK_BYTES, CheckoutFormat, SourceLimits, fail, read_chunks, shown
-from dpone_dagster.release.source.snapshot import DEFAULT_CHECKOUT_EXCLUDES, SourceFile, SourceSnapshot, _NullSink, _read_members
-
+from dpone_dagster.release.source.snapshot import (
+    DEFAULT_CHECKOUT_EXCLUDES,
+    SourceFile,
+    SourceSnapshot,
+    _NullSink,
+    _read_members,
+)
 
 
 @dataclass(frozen=True)

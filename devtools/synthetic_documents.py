@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import hashlib
 
-from dpone_dagster.authority.synthetic import SYNTHETIC_COMMIT, SyntheticAuthority, synthetic_source
 from dpone_dagster.authority.memory import ControllableCurrentTarget
+from dpone_dagster.authority.synthetic import SYNTHETIC_COMMIT, SyntheticAuthority, synthetic_source
 from dpone_dagster.authority.target_admission import ReceiptIssuer
 from dpone_dagster.authority.verification import verify_grant
 from dpone_dagster.contracts.base import ContractModel

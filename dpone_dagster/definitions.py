@@ -35,8 +35,8 @@ def _ensure_branch_fork():
 BRANCH_FORK = _ensure_branch_fork()
 
 from dpone_dagster.defs import dbt, lake, release  # noqa: E402
-from dpone_dagster.integration.lake.diff import build_diff_checks  # noqa: E402  (diff_against_parent on the dbt tables)
 from dpone_dagster.integration.binding import DEFAULT_EXECUTOR  # noqa: E402
+from dpone_dagster.integration.lake.diff import build_diff_checks  # noqa: E402  (diff_against_parent on the dbt tables)
 
 defs = Definitions.merge(
     dbt.defs,

@@ -35,7 +35,13 @@ from dpone_dagster.contracts.grant import (
     signing_payload,
 )
 from dpone_dagster.contracts.identity import digest
-from dpone_dagster.contracts.policy import DeliveryLimits, DevelopmentPolicy, SignerKey, repository_digest, signer_key_id
+from dpone_dagster.contracts.policy import (
+    DeliveryLimits,
+    DevelopmentPolicy,
+    SignerKey,
+    repository_digest,
+    signer_key_id,
+)
 
 SYNTHETIC_PREFIX = "synthetic-"
 SYNTHETIC_REPOSITORY = "example.invalid/synthetic/analytics"

@@ -40,8 +40,8 @@ class TableRows:
 def lake_table_rows(lake: str = DEFAULT_LAKE) -> tuple[str, list[TableRows]]:
     """(alias, rows of every table and view) of `lake` as the configured workspace sees it."""
     from dpone_dagster.lake import duck
-    from dpone_dagster.lake.resolution.seam import resolve
     from dpone_dagster.lake.guard.statement import quote_ident
+    from dpone_dagster.lake.resolution.seam import resolve
 
     config = load_config()
     resolved = resolve(config.workspace, lake, config=config)

@@ -48,11 +48,11 @@ def prepare_dev(env: Mapping[str, str] | None = None) -> DevPreparation:
     from dagster import DagsterInstance
 
     from dpone_dagster.config import load_config
+    from dpone_dagster.contracts.workspace_ids import ROOT_WORKSPACE
     from dpone_dagster.integration.dbt.project import prepare_manifest
     from dpone_dagster.integration.lake.observations import record_fork_state
     from dpone_dagster.integration.lake.resources import DuckLakeResource
     from dpone_dagster.workspaces.dagster_home import prepare_dagster_home
-    from dpone_dagster.contracts.workspace_ids import ROOT_WORKSPACE
 
     env = dict(os.environ if env is None else env)
     config = load_config(env)

@@ -149,9 +149,8 @@ def status(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Per lake: mode, namespace, data path, and every tracked table's fork_state and owner."""
-    from dpone_dagster.workspaces.status import workspace_status
-
     from dpone_dagster.lake.state.staleness import workspace_staleness
+    from dpone_dagster.workspaces.status import workspace_status
 
     result = workspace_status(workspace_id)
     staleness = {s.lake: s for s in workspace_staleness(workspace_id)}  # pins and staleness (lake/state/staleness.py)

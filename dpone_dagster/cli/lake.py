@@ -44,9 +44,9 @@ def sql(
         import duckdb
 
         from dpone_dagster.errors import LakeError
+        from dpone_dagster.lake.guard.checker import SqlGuard
         from dpone_dagster.lake.guard.connection import GuardedConnection
         from dpone_dagster.lake.guard.statement import quote_ident
-        from dpone_dagster.lake.guard.checker import SqlGuard
 
         guard = SqlGuard.for_lake(resolved)
         guard.check(execute)  # before anything is attached

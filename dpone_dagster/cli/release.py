@@ -25,21 +25,21 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from types import SimpleNamespace
 from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
 
 import typer
 
 from dpone_dagster.config import load_config
 from dpone_dagster.contracts.bounds import parse_timestamp
-from dpone_dagster.release.platform.target import object_store
+from dpone_dagster.contracts.release_records import DeploymentRecord
 from dpone_dagster.errors import DponeError
 from dpone_dagster.release.build.bundle import PARENT_PATH, ReleaseBundle, open_bundle
 from dpone_dagster.release.delivery.install import read_deployment
-from dpone_dagster.contracts.release_records import DeploymentRecord
 from dpone_dagster.release.delivery.object_stores import LocalDirectoryStore
 from dpone_dagster.release.delivery.registry import RELEASES, ReleaseRegistry
+from dpone_dagster.release.platform.target import object_store
 
 app = typer.Typer(no_args_is_help=True, add_completion=False)
 

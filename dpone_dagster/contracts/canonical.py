@@ -19,9 +19,9 @@ from __future__ import annotations
 import json
 import math
 import re
-from json.encoder import encode_basestring
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
+from json.encoder import encode_basestring
 
 from dpone_dagster.contracts.coded import CodedError
 

@@ -39,8 +39,17 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, StrictBool, StrictInt, model_validator
 
 from dpone_dagster.contracts.base import ContractModel
+from dpone_dagster.contracts.bounds import (
+    ContentSha256,
+    Count,
+    Digest,
+    LogicalPath,
+    Name,
+    Text,
+    bounded_text,
+    sorted_unique,
+)
 from dpone_dagster.contracts.coded import CodedError
-from dpone_dagster.contracts.bounds import ContentSha256, Count, Digest, LogicalPath, Name, Text, bounded_text, sorted_unique
 from dpone_dagster.contracts.identity import digest
 
 FLOW_PACK_SCHEMA = "dpone.flow-pack.v1"

@@ -186,7 +186,7 @@ def lake_settings(
         stored[row.workspace_id][row.lake] = LakeSettings(
             LakeConfig.model_validate_json(row.settings), bool(row.shared)
         )
-    configured = {l.name: l for l in config.all_lakes if lake is None or l.name == lake}
+    configured = {candidate.name: candidate for candidate in config.all_lakes if lake is None or candidate.name == lake}
     for ws in workspace_ids:
         for name, settings in configured.items():
             stored[ws].setdefault(name, LakeSettings(settings))

@@ -32,9 +32,9 @@ from dpone_dagster.errors import DponeError
 from dpone_dagster.release.platform.settings import ReleaseSettings
 from dpone_dagster.release.platform.target import ProtectedTarget
 from dpone_dagster.release.runtime.admission import SYNTHETIC_FAMILY, AdmissionView, ExecutionDeniedError
-from dpone_dagster.release.state import ReleaseDenials, ReleaseStateMachine
 from dpone_dagster.release.runtime.catalog import DormantTask
 from dpone_dagster.release.runtime.ports import AccessLedger, RunnableRelease, WriteOutcome, runtime_launcher
+from dpone_dagster.release.state import ReleaseDenials, ReleaseStateMachine
 
 TAG_PREFIX = "dpone/"
 DENIAL_ORIGIN = "deployment_run"

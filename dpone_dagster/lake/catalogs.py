@@ -19,10 +19,10 @@ from pathlib import Path
 
 from dpone_dagster.config import resolve_secret
 from dpone_dagster.errors import LakeError
-from dpone_dagster.lake.resolution.plan import LIVE_VIEWS_SQL
-from dpone_dagster.lake.resolution.naming import is_fork_schema
-from dpone_dagster.lake.ports import CatalogFacts, CatalogPort, LiveViewTriples, Namespace
 from dpone_dagster.lake.guard.statement import CredentialResolver
+from dpone_dagster.lake.ports import CatalogFacts, CatalogPort, LiveViewTriples, Namespace
+from dpone_dagster.lake.resolution.naming import is_fork_schema
+from dpone_dagster.lake.resolution.plan import LIVE_VIEWS_SQL
 
 POSTGRES_DEFAULT_SCHEMA = "public"
 CONNECT_TIMEOUT_S = 5

@@ -40,11 +40,11 @@ from dbt.adapters.duckdb.plugins import BasePlugin
 from dpone_dagster.config import DEFAULT_LAKE, load_config
 from dpone_dagster.errors import LakeError
 from dpone_dagster.lake import duck
+from dpone_dagster.lake.guard.checker import SqlGuard
 from dpone_dagster.lake.guard.connection import GuardedConnection
+from dpone_dagster.lake.resolution.apply import ResolvedLake
 from dpone_dagster.lake.resolution.reads import reads_from_env
 from dpone_dagster.lake.resolution.seam import resolve
-from dpone_dagster.lake.resolution.apply import ResolvedLake
-from dpone_dagster.lake.guard.checker import SqlGuard
 
 TARGETS_ENV = "DPONE_DBT_TARGETS"
 GUARDED_DBT_DUCKDB = "1.11.1"

@@ -18,9 +18,9 @@ from pathlib import Path
 
 from dpone_dagster.config import StorageConfig, resolve_secret
 from dpone_dagster.errors import LakeError
-from dpone_dagster.lake.resolution.naming import FORK_DATA_DIR
-from dpone_dagster.lake.ports import ObjectStorePort
 from dpone_dagster.lake.guard.statement import CredentialResolver
+from dpone_dagster.lake.ports import ObjectStorePort
+from dpone_dagster.lake.resolution.naming import FORK_DATA_DIR
 
 _FORK_PREFIX = re.compile(rf"/{FORK_DATA_DIR}/[a-z0-9_]+_[0-9a-f]{{8}}/")
 

@@ -45,15 +45,15 @@ from dpone_dagster.contracts.receipts import (
     PublicationReceipt,
 )
 from dpone_dagster.contracts.target import DeploymentProjection
-from dpone_dagster.release.runtime.admission import AdmissionDenial, RuntimeTask, admission_view, admit
 from dpone_dagster.release.build.bundle import ReleaseBundle, deployment_projection
 from dpone_dagster.release.build.compose import compose_release
-from dpone_dagster.release.errors import DurabilityUncertainError
 from dpone_dagster.release.build.flows import capture_ordinary
-from dpone_dagster.release.delivery.install import ActivationResult, ReleaseCache
 from dpone_dagster.release.build.native import CompilableSource, NativeCompilation, compile_native, discover_projects
-from dpone_dagster.release.ports import TargetAdmission
+from dpone_dagster.release.delivery.install import ActivationResult, ReleaseCache
 from dpone_dagster.release.delivery.registry import PublicationResult, ReleaseRegistry
+from dpone_dagster.release.errors import DurabilityUncertainError
+from dpone_dagster.release.ports import TargetAdmission
+from dpone_dagster.release.runtime.admission import AdmissionDenial, RuntimeTask, admission_view, admit
 from dpone_dagster.release.state import ReleaseState, ReleaseStateMachine
 
 

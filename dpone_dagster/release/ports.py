@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from typing import Protocol, runtime_checkable
 
 
-
 @runtime_checkable
 class ObjectStore(Protocol):
     """A flat, immutable key → bytes store (a local directory or an S3 prefix)."""

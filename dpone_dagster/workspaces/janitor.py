@@ -27,8 +27,8 @@ from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
 
-from dpone_dagster.control.workspace_tables import workspace_usage
 from dpone_dagster.contracts.workspace_ids import ROOT_WORKSPACE
+from dpone_dagster.control.workspace_tables import workspace_usage
 from dpone_dagster.errors import DponeError, WorkspaceError
 from dpone_dagster.lake.ports import Clock, utc_now
 from dpone_dagster.workspaces import repository as repo

@@ -16,10 +16,9 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from dpone_dagster.control.workspace_tables import workspace_admin
-from dpone_dagster.errors import WorkspaceError
 from dpone_dagster.contracts.workspace_ids import ROOT_WORKSPACE
-from dpone_dagster.control.workspace_tables import Workspace, ancestor_chain
+from dpone_dagster.control.workspace_tables import Workspace, ancestor_chain, workspace_admin
+from dpone_dagster.errors import WorkspaceError
 
 
 class PermissionDeniedError(WorkspaceError):

@@ -11,7 +11,12 @@ import pytest
 from dpone_dagster.authority.error_catalog import all_codes, owner_of
 from dpone_dagster.authority.memory import ControllableCurrentTarget, InMemoryPolicySource
 from dpone_dagster.authority.ports import AuthorityPorts
-from dpone_dagster.authority.synthetic import SYNTHETIC_EPOCH_START, SyntheticAuthority, SyntheticSigner, synthetic_source
+from dpone_dagster.authority.synthetic import (
+    SYNTHETIC_EPOCH_START,
+    SyntheticAuthority,
+    SyntheticSigner,
+    synthetic_source,
+)
 from dpone_dagster.authority.target_admission import ReceiptIssuer
 from dpone_dagster.authority.verification import verify_grant, verify_policy
 from dpone_dagster.contracts import canonical

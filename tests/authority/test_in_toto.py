@@ -6,11 +6,10 @@ import json
 
 import pytest
 
+from devtools.synthetic_documents import synthetic_documents as examples
 from dpone_dagster.authority.in_toto import STATEMENT_TYPE, in_toto_statement_bytes
 from dpone_dagster.contracts.canonical import loads_canonical
 from dpone_dagster.contracts.dispatch import read_document
-
-from devtools.synthetic_documents import synthetic_documents as examples
 
 RECEIPTS = ["dpone.publication-receipt.v1", "dpone.materialization-receipt.v1", "dpone.activation-receipt.v1"]
 

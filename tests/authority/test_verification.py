@@ -20,9 +20,9 @@ from dpone_dagster.authority.synthetic import (
     synthetic_source,
 )
 from dpone_dagster.authority.verification import verify_grant, verify_policy
+from dpone_dagster.contracts.base import ContractError
 from dpone_dagster.contracts.bounds import format_timestamp
 from dpone_dagster.contracts.canonical import CanonicalError, dumps
-from dpone_dagster.contracts.base import ContractError
 from dpone_dagster.contracts.grant import DetachedSignature, DevelopmentGrant
 from dpone_dagster.contracts.identity import digest
 from dpone_dagster.contracts.policy import DeliveryLimits, repository_digest

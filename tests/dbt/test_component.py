@@ -21,8 +21,8 @@ from dpone_dagster.config import load_config
 from dpone_dagster.integration.dbt.component import ForkAwareDbtProjectComponent
 from dpone_dagster.integration.dbt.factory import fork_aware_dbt_assets
 from dpone_dagster.integration.dbt.project import DbtProjectError
-from dpone_dagster.lake.state.table_states import lake_table_states
 from dpone_dagster.lake.resolution.plan import TableName
+from dpone_dagster.lake.state.table_states import lake_table_states
 from dpone_dagster.workspaces.service import Workspaces
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "dbt_tiny"

@@ -17,8 +17,8 @@ import pytest
 from dbt_lakes import DBT_PROJECT_DIR, LakeSetup
 
 from dpone_dagster.lake import dbt_plugin
-from dpone_dagster.lake.guard.connection import GuardedConnection
 from dpone_dagster.lake.guard.checker import SqlGuard, SqlGuardError
+from dpone_dagster.lake.guard.connection import GuardedConnection
 
 FORK = "wm-fork-dbt-guard"
 

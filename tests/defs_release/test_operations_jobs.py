@@ -22,8 +22,8 @@ from dpone_dagster.defs.release.resources import (
     ReleaseSourceResource,
     TargetAdmissionResource,
 )
-from dpone_dagster.release.source.local_files import LocalFiles
 from dpone_dagster.release.delivery.registry import blob_key
+from dpone_dagster.release.source.local_files import LocalFiles
 from tests.defs_release.conftest import materializations, step_failures
 
 

@@ -15,11 +15,12 @@ import pytest
 from dpone_dagster.authority.synthetic import sign_grant, synthetic_signers
 from dpone_dagster.contracts.base import parse_document
 from dpone_dagster.contracts.grant import DevelopmentGrant, GrantSignatures
-from dpone_dagster.release.platform.target import GRANT_KEY, SIGNATURES_KEY, ProtectedTargetDocument
 from dpone_dagster.defs.release.resources import AuthorityPlatform
 from dpone_dagster.release.delivery.object_stores import LocalDirectoryStore
-from .conftest import assert_no_private_values, check_results, materializations, step_failures
+from dpone_dagster.release.platform.target import GRANT_KEY, SIGNATURES_KEY, ProtectedTargetDocument
 from tests.synthetic_project import NATIVE_MODELS, ORDINARY_FLOWS, PRE_HOOKS, TASKS
+
+from .conftest import assert_no_private_values, check_results, materializations, step_failures
 
 STAGES = {
     "development_policy",

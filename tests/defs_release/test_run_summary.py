@@ -6,9 +6,9 @@ import dagster as dg
 import pytest
 
 from dpone_dagster.contracts.base import parse_document
-from dpone_dagster.release.platform.target import ProtectedTargetDocument
 from dpone_dagster.defs.release.resources import AuthorityPlatform
 from dpone_dagster.defs.release.run import ReleaseRunError, run_release_job, summarize
+from dpone_dagster.release.platform.target import ProtectedTargetDocument
 from tests.synthetic_project import TASKS
 
 

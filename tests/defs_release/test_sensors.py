@@ -6,12 +6,12 @@ import json
 
 import dagster as dg
 
+from dpone_dagster.clock import SystemClock
 from dpone_dagster.contracts.base import parse_document
 from dpone_dagster.control.store import open_store
-from dpone_dagster.release.platform.target import GRANT_KEY, ProtectedTargetDocument
 from dpone_dagster.defs.release.sensors import build_release_inputs_sensor, build_revocation_sensor
+from dpone_dagster.release.platform.target import GRANT_KEY, ProtectedTargetDocument
 from dpone_dagster.release.state import ReleaseStateMachine
-from dpone_dagster.clock import SystemClock
 
 
 def test_inputs_sensor_requests_a_run_once_per_grant_and_source(copied_release, env_of):

@@ -13,8 +13,15 @@ from dpone_dagster.clock import SystemClock
 from dpone_dagster.contracts.base import parse_document
 from dpone_dagster.contracts.dispatch import DispatchError, read_production_document
 from dpone_dagster.control.store import open_store
-from dpone_dagster.deployment.active import installed_admission_view, load_active_release, load_synthetic_release, read_only_cache
+from dpone_dagster.deployment.active import (
+    installed_admission_view,
+    load_active_release,
+    load_synthetic_release,
+    read_only_cache,
+)
 from dpone_dagster.deployment.location import build_definitions
+from dpone_dagster.release.build.bundle import PARENT_PATH, open_bundle
+from dpone_dagster.release.errors import IntegrityError
 from dpone_dagster.release.platform.target import ProtectedTargetDocument
 from dpone_dagster.release.runtime.admission import (
     ExecutionDeniedError,
@@ -22,11 +29,9 @@ from dpone_dagster.release.runtime.admission import (
     TaskKind,
     TaskPlan,
 )
-from dpone_dagster.release.build.bundle import PARENT_PATH, open_bundle
-from dpone_dagster.release.errors import IntegrityError
-from dpone_dagster.release.state import ReleaseDenials, ReleaseState, ReleaseStateMachine
 from dpone_dagster.release.runtime.catalog import dormant_tasks, synthetic_tasks
 from dpone_dagster.release.runtime.ports import AccessLedger
+from dpone_dagster.release.state import ReleaseDenials, ReleaseState, ReleaseStateMachine
 
 LAKE_ENV = {"DPONE_CONNECTION_ORDERS_SOURCE": "orders_source.duckdb", "DPONE_CONNECTION_FLOW_LAKE": "flow_lake.duckdb"}
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-
 from datetime import timedelta
 from pathlib import Path
 
@@ -13,13 +12,13 @@ from dpone_dagster.authority.memory import FixedClock
 from dpone_dagster.clock import SystemClock
 from dpone_dagster.contracts.base import parse_document
 from dpone_dagster.contracts.grant import DevelopmentGrant
-from dpone_dagster.release.platform.target import GRANT_KEY, ProtectedTargetDocument
 from dpone_dagster.defs.release.synthetic_bootstrap import (
     GRANT_VALIDITY,
     ensure_synthetic_authority,
     renew_expired_synthetic_grant,
 )
 from dpone_dagster.errors import ConfigError
+from dpone_dagster.release.platform.target import GRANT_KEY, ProtectedTargetDocument
 from tests.synthetic_project import NATIVE_MODELS, ORDINARY_FLOWS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

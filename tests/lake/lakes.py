@@ -151,8 +151,8 @@ def current_snapshot(env: LakeEnv, workspace: str = "prod") -> int:
 
 def materialize(env: LakeEnv, workspace: str, table: str, select_sql: str, *, status: str = "materialized") -> int:
     """A managed materialize with plain SQL: target attach, CREATE OR REPLACE TABLE, tracking."""
-    from dpone_dagster.lake.resolution.plan import TableName
     from dpone_dagster.lake.resolution.pins import fork_session_snapshots
+    from dpone_dagster.lake.resolution.plan import TableName
     from dpone_dagster.lake.state.tracking import record_materialization
 
     name = TableName.parse(table)

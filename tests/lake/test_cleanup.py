@@ -23,8 +23,6 @@ from dpone_dagster.lake.catalogs import (
     UnsafeNamespaceError,
 )
 from dpone_dagster.lake.lifecycle.cleanup import CleanupPorts, registered_prefix
-from dpone_dagster.lake.resolution.attach import CatalogLocation
-from dpone_dagster.lake.resolution.naming import fork_metadata_schema
 from dpone_dagster.lake.object_store import (
     LocalPrefixes,
     S3Prefixes,
@@ -33,11 +31,22 @@ from dpone_dagster.lake.object_store import (
     UnsafePrefixError,
 )
 from dpone_dagster.lake.ports import Namespace
-from dpone_dagster.lake.state.registry import NamespaceRecord, RegistrationCache, register
+from dpone_dagster.lake.resolution.attach import CatalogLocation
+from dpone_dagster.lake.resolution.naming import fork_metadata_schema
 from dpone_dagster.lake.resolution.seam import resolve
+from dpone_dagster.lake.state.registry import NamespaceRecord, RegistrationCache, register
 from dpone_dagster.workspaces.service import Workspaces
 
-from .lakes import fingerprint, fork_places, fork_prefix, fork_schema, incarnation, materialize, run_sql, set_lake_settings
+from .lakes import (
+    fingerprint,
+    fork_places,
+    fork_prefix,
+    fork_schema,
+    incarnation,
+    materialize,
+    run_sql,
+    set_lake_settings,
+)
 
 
 class DownCatalog:

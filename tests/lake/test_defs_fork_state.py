@@ -33,8 +33,7 @@ from dpone_dagster.integration.lake.sensors import build_fork_state_sensor
 from dpone_dagster.lake.resolution.naming import fork_metadata_schema
 from dpone_dagster.lake.resolution.plan import TableName
 from dpone_dagster.lake.state.table_states import lake_table_states
-from dpone_dagster.lake.state.tracking import record_materialization, state_in_chain
-from dpone_dagster.lake.state.tracking import workspace_lake_view
+from dpone_dagster.lake.state.tracking import record_materialization, state_in_chain, workspace_lake_view
 from dpone_dagster.workspaces.service import Workspaces
 
 FORK = "wm-fork-obs"

@@ -14,10 +14,6 @@ from dpone_dagster.workspaces.service import Workspaces
 from .lakes import fingerprint, fork_prefix, fork_schema, materialize, rows, run_sql, set_lake_settings
 
 
-
-
-
-
 def test_fork_defers_to_the_parents_current_rows_and_never_writes_it(lake_env, service):
     materialize(lake_env, "prod", "orders", "SELECT range AS id FROM range(50)")
     materialize(lake_env, "prod", "mart.revenue", "SELECT 7 AS total")

@@ -44,11 +44,11 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from dpone_dagster.config import load_config
-from dpone_dagster.integration.lake.resources import DuckLakeResource
 from dpone_dagster.integration.binding import WORKSPACE_TAG
+from dpone_dagster.integration.lake.resources import DuckLakeResource
+from dpone_dagster.lake.guard.checker import SqlGuardError
 from dpone_dagster.lake.resolution.naming import FORK_DATA_DIR, ancestor_alias
 from dpone_dagster.lake.resolution.seam import resolve
-from dpone_dagster.lake.guard.checker import SqlGuardError
 from dpone_dagster.workspaces.service import Workspaces
 
 from .lakes import materialize as managed_materialize

@@ -18,9 +18,9 @@ from dpone_dagster.control.lake_tables import fork_ducklake_namespace as ledger
 from dpone_dagster.control.store import open_store
 from dpone_dagster.lake.resolution.fork import LakePorts, resolve_workspace_lake
 from dpone_dagster.lake.resolution.naming import FORK_DATA_DIR, split_storage_root
-from dpone_dagster.lake.state.registry import RegistrationCache
-from dpone_dagster.lake.resolution.seam import resolve
 from dpone_dagster.lake.resolution.plan import parse_targets
+from dpone_dagster.lake.resolution.seam import resolve
+from dpone_dagster.lake.state.registry import RegistrationCache
 from dpone_dagster.workspaces.service import Workspaces
 
 from .lakes import fingerprint, fork_places, materialize, run_sql

@@ -6,12 +6,12 @@ from __future__ import annotations
 import psycopg
 
 from dpone_dagster.config import StorageConfig
-from dpone_dagster.lake.resolution.attach import CatalogLocation
 from dpone_dagster.lake.catalogs import PostgresCatalog
-from dpone_dagster.lake.ports import Namespace
-from dpone_dagster.lake.state.registry import NamespaceRecord
-from dpone_dagster.lake.resolution.seam import resolve
 from dpone_dagster.lake.lifecycle.roles import RoleCatalogLocation, read_password
+from dpone_dagster.lake.ports import Namespace
+from dpone_dagster.lake.resolution.attach import CatalogLocation
+from dpone_dagster.lake.resolution.seam import resolve
+from dpone_dagster.lake.state.registry import NamespaceRecord
 from dpone_dagster.workspaces.service import Workspaces
 
 CATALOG = CatalogLocation("postgres", "host=127.0.0.1 dbname=lake user=owner", "LAKE_PW")

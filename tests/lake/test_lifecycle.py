@@ -16,10 +16,12 @@ import sqlalchemy as sa
 from dpone_dagster.control.lake_tables import fork_ducklake_namespace as ledger
 from dpone_dagster.control.store import open_store
 from dpone_dagster.errors import DponeError
-from dpone_dagster.lake.lifecycle.cleanup import TOMBSTONE_GRACE, registered_prefix
 from dpone_dagster.lake.duck import connect
+from dpone_dagster.lake.lifecycle.cleanup import TOMBSTONE_GRACE, registered_prefix
 from dpone_dagster.lake.resolution.apply import FENCE_GRACE_S
 from dpone_dagster.lake.resolution.fork import LakePorts, resolve_workspace_lake
+from dpone_dagster.lake.resolution.plan import parse_targets
+from dpone_dagster.lake.resolution.seam import resolve
 from dpone_dagster.lake.state.registry import (
     ForkDroppingError,
     NamespaceRecord,
@@ -28,8 +30,6 @@ from dpone_dagster.lake.state.registry import (
     register,
     tombstones,
 )
-from dpone_dagster.lake.resolution.seam import resolve
-from dpone_dagster.lake.resolution.plan import parse_targets
 from dpone_dagster.workspaces.service import Workspaces
 
 from .lakes import fingerprint, fork_places, incarnation, materialize, run_sql

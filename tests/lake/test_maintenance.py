@@ -14,8 +14,8 @@ import pytest
 
 from dpone_dagster.control.store import open_store
 from dpone_dagster.lake.lifecycle import maintenance as maint
-from dpone_dagster.lake.resolution.attach import absolute_data_path
 from dpone_dagster.lake.lifecycle.maintenance import maintain
+from dpone_dagster.lake.resolution.attach import absolute_data_path
 from dpone_dagster.lake.resolution.naming import FORK_DATA_DIR, split_storage_root
 from dpone_dagster.workspaces.service import Workspaces
 

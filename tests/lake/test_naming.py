@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dpone_dagster.contracts.workspace_ids import is_valid_workspace_id
 from dpone_dagster.lake.resolution.naming import (
     DataPathError,
     ancestor_alias,
@@ -19,7 +20,6 @@ from dpone_dagster.lake.resolution.naming import (
     is_fork_segment_of,
     lake_alias,
 )
-from dpone_dagster.contracts.workspace_ids import is_valid_workspace_id
 
 IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 

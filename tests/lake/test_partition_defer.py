@@ -14,8 +14,8 @@ import json
 from typer.testing import CliRunner
 
 from dpone_dagster.lake.resolution.partitions import fork_table
-from dpone_dagster.lake.resolution.seam import resolve
 from dpone_dagster.lake.resolution.plan import TableName
+from dpone_dagster.lake.resolution.seam import resolve
 from dpone_dagster.lake.state.tracking import record_materialization
 from dpone_dagster.workspaces.service import Workspaces
 from dpone_dagster.workspaces.status import workspace_status

@@ -23,12 +23,6 @@ from dpone_dagster.workspaces.service import Workspaces
 from .lakes import current_snapshot, materialize, rows, run_sql
 
 
-
-
-
-
-
-
 def fork_snapshots(env, ws) -> int:
     return rows(env, ws, "SELECT max(snapshot_id) FROM lake_main.snapshots()")[0][0]
 
@@ -94,7 +88,7 @@ def test_pin_survives_parent_expiring_older_snapshots_but_not_its_own(lake_env, 
     assert oldest_pinned_snapshot(lake_env.config, "prod", "main") == pin
 
     _expire_older_than(lake_env, pin)  # what maintenance does: stop at the oldest pin
-    assert rows(lake_env, "prod", f"SELECT min(snapshot_id) FROM lake_main.snapshots()") == [(pin,)]
+    assert rows(lake_env, "prod", "SELECT min(snapshot_id) FROM lake_main.snapshots()") == [(pin,)]
     assert rows(lake_env, "wm-fork-pin", "SELECT count(*) FROM lake_main.orders") == [(6,)]
 
     # what would happen otherwise: expiring the pinned snapshot too (and cleaning its files) leaves

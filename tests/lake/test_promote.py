@@ -172,7 +172,6 @@ def test_the_parent_deployment_job_promotes_and_a_fork_deployment_job_is_refused
     from dpone_dagster.integration.lake.diff import diff_check_results
     from dpone_dagster.integration.lake.promote import build_promote_fork_job
     from dpone_dagster.integration.lake.resources import DuckLakeResource
-
     from dpone_dagster.lake.lifecycle import diff as diff_module
     from dpone_dagster.lake.resolution.plan import TableName
 

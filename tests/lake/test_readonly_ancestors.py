@@ -26,9 +26,9 @@ import pytest
 import requests
 
 from dpone_dagster.config import LakeConfig, StorageConfig, load_config
-from dpone_dagster.lake.resolution.naming import ancestor_alias, mangle
 from dpone_dagster.control.store import open_store, reset_store_cache
 from dpone_dagster.lake.lifecycle.roles import fork_roles, has_roles, read_password
+from dpone_dagster.lake.resolution.naming import ancestor_alias, mangle
 from dpone_dagster.workspaces.service import Workspaces
 
 from .lakes import LakeEnv, attached, materialize, run_sql
@@ -312,8 +312,8 @@ def test_missing_read_only_keys_are_announced_not_silent(pg_s3_lake, caplog):
 
 def test_a_fork_whose_roles_could_not_be_made_refuses_to_resolve(pg_s3_lake, monkeypatch):
     """No admin credential where the fork is created or resolved: typed refusal, never the owner."""
-    from dpone_dagster.lake.resolution.seam import resolve
     from dpone_dagster.lake.lifecycle.roles import ForkRolesMissingError
+    from dpone_dagster.lake.resolution.seam import resolve
 
     monkeypatch.delenv("DPONE_TEST_NO_ADMIN_PASSWORD", raising=False)
     lake = pg_s3_lake.lake.model_copy(update={"catalog_admin_password_env": "DPONE_TEST_NO_ADMIN_PASSWORD"})

@@ -7,8 +7,8 @@ import sqlalchemy as sa
 from dpone_dagster.control.store import open_store
 from dpone_dagster.lake.catalogs import CatalogAdapters, CountingCatalog
 from dpone_dagster.lake.resolution.fork import LakePorts, resolve_workspace_lake
-from dpone_dagster.lake.state.registry import RegistrationCache
 from dpone_dagster.lake.resolution.plan import parse_targets
+from dpone_dagster.lake.state.registry import RegistrationCache
 from dpone_dagster.lake.state.tracking import record_materialization
 from dpone_dagster.workspaces.service import Workspaces
 

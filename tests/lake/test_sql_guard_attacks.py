@@ -16,9 +16,9 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
+from dpone_dagster.lake.guard.checker import SqlGuard, SqlGuardError
 from dpone_dagster.lake.guard.connection import GuardedConnection, GuardedMethodError, GuardedRelation
 from dpone_dagster.lake.resolution.seam import resolve
-from dpone_dagster.lake.guard.checker import SqlGuard, SqlGuardError
 from dpone_dagster.workspaces.service import Workspaces
 
 from .lakes import attached, materialize, run_sql

@@ -5,17 +5,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-
 from dpone_dagster.lake.resolution.plan import TableName
 from dpone_dagster.lake.state.staleness import lake_staleness
 
 from .lakes import current_snapshot, materialize, rows, run_sql
-
-
-
-
-
-
 
 
 def snapshot_time(env, snapshot: int):

@@ -30,15 +30,15 @@ from dagster import (
 from dagster_dbt import DbtCliResource
 
 from dpone_dagster.config import load_config
-from dpone_dagster.integration.lake import resources as lake_resources
-from dpone_dagster.integration.lake.jobs import build_drop_fork_job
-from dpone_dagster.integration.lake.resources import DuckLakeResource
 from dpone_dagster.integration.binding import (
     DEFAULT_EXECUTOR,
     WORKSPACE_TAG,
     BoundExecutorDefinition,
     WorkspaceNotThisDeploymentError,
 )
+from dpone_dagster.integration.lake import resources as lake_resources
+from dpone_dagster.integration.lake.jobs import build_drop_fork_job
+from dpone_dagster.integration.lake.resources import DuckLakeResource
 from dpone_dagster.workspaces.service import Workspaces
 
 from .lakes import LakeEnv, fingerprint, run_error_text, run_sql

@@ -25,8 +25,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from dpone_dagster.authority.synthetic import SYNTHETIC_COMMIT, SYNTHETIC_ENVIRONMENT, SYNTHETIC_REPOSITORY, SyntheticAuthority
 from dpone_dagster.authority.memory import ControllableCurrentTarget
+from dpone_dagster.authority.synthetic import (
+    SYNTHETIC_COMMIT,
+    SYNTHETIC_ENVIRONMENT,
+    SYNTHETIC_REPOSITORY,
+    SyntheticAuthority,
+)
 from dpone_dagster.authority.target_admission import ReceiptIssuer
 from dpone_dagster.authority.verification import ReconstructedSource, verify_grant
 from dpone_dagster.contracts.canonical import dumps
@@ -56,7 +61,13 @@ from dpone_dagster.contracts.release_documents import SELECTION_KIND
 from dpone_dagster.contracts.target import DeploymentProjection, TargetConfiguration
 from dpone_dagster.release.build.bundle import ReleaseBundle, content_sha256, deployment_projection
 from dpone_dagster.release.build.compose import compose_release
-from dpone_dagster.release.build.native import NativeCompilation, NativeNode, NativeProject, SourceFile, compile_profile_digest
+from dpone_dagster.release.build.native import (
+    NativeCompilation,
+    NativeNode,
+    NativeProject,
+    SourceFile,
+    compile_profile_digest,
+)
 from dpone_dagster.release.source.snapshot import SourceFile as SnapshotFile
 from dpone_dagster.release.source.snapshot import SourceSnapshot
 

@@ -32,11 +32,11 @@ from dpone_dagster.contracts.grant import ExecutionSubject
 from dpone_dagster.contracts.receipts import DevelopmentAuthorityReceipt
 from dpone_dagster.release.build import native as native_module
 from dpone_dagster.release.build.bundle import ReleaseBundle
-from dpone_dagster.release.delivery.install import ReleaseCache
 from dpone_dagster.release.build.native import NativeCompilation
+from dpone_dagster.release.delivery.install import ReleaseCache
 from dpone_dagster.release.delivery.object_stores import LocalDirectoryStore
-from dpone_dagster.release.pipeline import ReleasePipeline, SourceIdentity
 from dpone_dagster.release.delivery.registry import ReleaseRegistry
+from dpone_dagster.release.pipeline import ReleasePipeline, SourceIdentity
 from tests.release.fabricated import SyntheticTarget
 
 REPO = Path(__file__).resolve().parents[2]

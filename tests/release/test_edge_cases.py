@@ -7,7 +7,6 @@ refusals before publication, the whole registry) empty.
 from __future__ import annotations
 
 import inspect
-
 import io
 import shutil
 import tarfile
@@ -24,14 +23,20 @@ from dpone_dagster.cli import app as dpone_app
 from dpone_dagster.contracts.canonical import dumps, loads
 from dpone_dagster.contracts.grant import ExecutionSubject
 from dpone_dagster.contracts.receipts import PublicationReceipt
-from dpone_dagster.release.runtime.admission import ExecutionDeniedError, RuntimeTask, StandardRuntimeLauncher, TaskKind, admission_view
 from dpone_dagster.release.build.bundle import PARENT_PATH
 from dpone_dagster.release.build.compose import compose_release
-from dpone_dagster.release.delivery.install import ReleaseCache
 from dpone_dagster.release.build.native import compile_native
+from dpone_dagster.release.delivery.install import ReleaseCache
 from dpone_dagster.release.delivery.object_stores import LocalDirectoryStore
-from dpone_dagster.release.pipeline import ReleasePipeline, SourceIdentity
 from dpone_dagster.release.delivery.registry import RELEASES, ReleaseRegistry
+from dpone_dagster.release.pipeline import ReleasePipeline, SourceIdentity
+from dpone_dagster.release.runtime.admission import (
+    ExecutionDeniedError,
+    RuntimeTask,
+    StandardRuntimeLauncher,
+    TaskKind,
+    admission_view,
+)
 from dpone_dagster.release.source.snapshot import open_source
 from tests.release.fabricated import SyntheticTarget, synthetic_release
 

@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from devtools.source_builder import build_source_archive
 from dpone_dagster.contracts.base import ContractError
 from dpone_dagster.contracts.canonical import dumps, loads
 from dpone_dagster.contracts.flows import FlowError, OrdinaryCapture, ResourceCeiling, pack_fingerprint
 from dpone_dagster.release.build.flows import capture_ordinary, rebuild_packs
 from dpone_dagster.release.source.snapshot import open_source
-from devtools.source_builder import build_source_archive
 
 REPO = Path(__file__).resolve().parents[2]
 SYNTHETIC = REPO / "dbt_project_synthetic"

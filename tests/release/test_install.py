@@ -7,8 +7,8 @@ from datetime import timedelta
 import pytest
 
 from dpone_dagster.authority.target_admission import ActivationAuthorityError, AdmissionError, RecoveryRequiredError
-from dpone_dagster.release.errors import ActivationError, BudgetExceededError, DurabilityUncertainError, IntegrityError
 from dpone_dagster.release.delivery.install import ReleaseCache
+from dpone_dagster.release.errors import ActivationError, BudgetExceededError, DurabilityUncertainError, IntegrityError
 from dpone_dagster.release.source.local_files import LocalFiles
 from tests.release.fabricated import synthetic_release
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from dpone_dagster.release.errors import MembershipError, NativeCompileError, SourceClosureError
 from dpone_dagster.release.build.native import compile_native, discover_projects
+from dpone_dagster.release.errors import MembershipError, NativeCompileError, SourceClosureError
 from dpone_dagster.release.source.snapshot import open_source
 from tests.release.real_pipeline import SYNTHETIC_PROJECT, replay_compile
 from tests.synthetic_project import NATIVE_MODELS

@@ -16,13 +16,13 @@ from dpone_dagster.authority.target_admission import AdmissionError
 from dpone_dagster.authority.verification import verify_grant
 from dpone_dagster.contracts.grant import ExecutionSubject
 from dpone_dagster.contracts.receipts import CleanupReceipt
-from dpone_dagster.release.errors import ActivationError
 from dpone_dagster.release.delivery.install import ReleaseCache
 from dpone_dagster.release.delivery.leases import LeaseError
-from dpone_dagster.release.source.local_files import LocalFiles
 from dpone_dagster.release.delivery.object_stores import LocalDirectoryStore
 from dpone_dagster.release.delivery.operations import OperationError, ReleaseOperations
 from dpone_dagster.release.delivery.registry import ReleaseRegistry, blob_key
+from dpone_dagster.release.errors import ActivationError
+from dpone_dagster.release.source.local_files import LocalFiles
 from tests.release.fabricated import synthetic_release
 
 

@@ -14,7 +14,6 @@ from dpone_dagster.contracts.base import parse_document
 from dpone_dagster.contracts.release_records import ActivationIntent, AuditEntry, CurrentPointer, DeploymentRecord
 from dpone_dagster.release.delivery.install import ReleaseCache
 from dpone_dagster.release.delivery.registry import commit_for
-from tests.release.fabricated import SyntheticTarget, synthetic_release
 
 RELEASE_ID = "sha256:0c2ae208ea6e9f978d40f63526968f439c2f2ba0786e4e54127ca73279c16dad"
 ORDINARY_CONSTITUENT_IDS = [

@@ -13,12 +13,12 @@ from dpone_dagster.authority.target_admission import ActivationAuthorityError, A
 from dpone_dagster.cli.release import inspect_path, summary
 from dpone_dagster.contracts.grant import ExecutionSubject
 from dpone_dagster.control.store import open_store
-from dpone_dagster.release.runtime.admission import DenialReason, RuntimeTask, TaskKind
-from dpone_dagster.release.delivery.install import ReleaseCache
 from dpone_dagster.release.build.native import compile_native
+from dpone_dagster.release.delivery.install import ReleaseCache
 from dpone_dagster.release.delivery.object_stores import LocalDirectoryStore, S3Store
-from dpone_dagster.release.pipeline import ReleasePipeline, SourceIdentity
 from dpone_dagster.release.delivery.registry import ReleaseRegistry
+from dpone_dagster.release.pipeline import ReleasePipeline, SourceIdentity
+from dpone_dagster.release.runtime.admission import DenialReason, RuntimeTask, TaskKind
 from dpone_dagster.release.source.snapshot import open_source
 from dpone_dagster.release.state import ReleaseState, ReleaseStateMachine
 from tests.release.fabricated import SyntheticTarget

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from dpone_dagster.release.source.snapshot import open_source
-from tests.release.real_pipeline import SYNTHETIC_PROJECT, compose_real, pipeline_for, release_tree, replay_compile
 from tests.release.fabricated import SyntheticTarget
+from tests.release.real_pipeline import SYNTHETIC_PROJECT, compose_real, pipeline_for, release_tree, replay_compile
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "real_release_tree.json"
 REGENERATE = os.environ.get("DPONE_REGENERATE_GOLDEN") == "1"

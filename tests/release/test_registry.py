@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from dpone_dagster.release.errors import DurabilityUncertainError, RegistryError
 from dpone_dagster.release.delivery.object_stores import LocalDirectoryStore, S3Store, require_key
 from dpone_dagster.release.delivery.registry import RELEASES, ReleaseRegistry, blob_key, commit_key
+from dpone_dagster.release.errors import DurabilityUncertainError, RegistryError
 from tests.release.fabricated import synthetic_release
 
 

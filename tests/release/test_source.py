@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from devtools.source_builder import build_source_archive
 from dpone_dagster.release.source import snapshot as source_module
 from dpone_dagster.release.source.archive import CheckoutFormat, SourceError, SourceLimits
 from dpone_dagster.release.source.snapshot import SNAPSHOT_KIND, open_source
-from devtools.source_builder import build_source_archive
 
 SMALL = SourceLimits(max_members=20, max_file_bytes=4096, max_total_bytes=16384, max_compression_ratio=10, ratio_floor_bytes=1024)
 

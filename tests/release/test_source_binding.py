@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from dpone_dagster.release.source.archive import SourceError
-from dpone_dagster.release.source.snapshot import open_source
 from devtools.source_builder import build_source_archive
+from dpone_dagster.release.source.archive import SourceError
 from dpone_dagster.release.source.binding import bind_source_commit, checkout_head
+from dpone_dagster.release.source.snapshot import open_source
 
 OTHER = "0" * 40
 

@@ -43,7 +43,6 @@ import pytest
 import yaml
 
 from dpone_dagster.control.store import reset_store_cache
-
 from tests.lake.lakes import LakeEnv, fingerprint, fork_places, pg_s3_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.s3]
@@ -376,9 +375,8 @@ def test_eight_fork_runs_and_a_prod_run_at_once(tmp_path, postgres_server, s3_se
 def test_the_isolation_checks_catch_a_write_into_the_parent(postgres_server, pg_database, s3_server, s3_bucket, rogue):
     """The checks above, on the same shapes written directly (no Dagster): they pass for isolated
     writes and fail when one "fork job" writes its table into the parent's namespace instead."""
-    from tests.lake.lakes import materialize
-
     from dpone_dagster.workspaces.service import Workspaces
+    from tests.lake.lakes import materialize
 
     reset_store_cache()
     env, forks = pg_s3_env(postgres_server, pg_database, s3_server, s3_bucket), ("conc-a", "conc-b")

@@ -24,18 +24,18 @@ from pathlib import Path
 import pytest
 import yaml
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
 from bench.screenshots import (
     DEPLOYMENT_LOCATION,
-    dormant_jobs,
     RELEASE_JOB,
     RELEASE_LOCATION,
     DagsterWebserver,
+    dormant_jobs,
     group_asset_keys,
     running_webserver,
     session_workspace,
 )
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="session")

@@ -24,6 +24,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+
 from bench.screenshots import CHROMIUM, RELEASE_LOCATION, _dismiss_first_run_modal, _open_browser, group_asset_keys
 
 from .conftest import UI_FORK

@@ -16,6 +16,7 @@ import json
 import re
 
 from bench.screenshots import RELEASE_LOCATION
+
 from .conftest import UI_FORK, dpone, ui_env
 
 FORK = UI_FORK

@@ -6,7 +6,6 @@ the test short; `make screenshots` renders all of them with the same code.
 
 from __future__ import annotations
 
-import shutil
 import struct
 import zlib
 from pathlib import Path

@@ -21,6 +21,7 @@ import hashlib
 from pathlib import Path
 
 import pytest
+
 from bench.screenshots import RELEASE_LOCATION
 
 from .conftest import UI_FORK, ui_env

@@ -19,8 +19,8 @@ from dpone_dagster.cli import app
 from dpone_dagster.config import load_config
 from dpone_dagster.contracts.workspace_ids import branch_fork_id, is_throwaway_fork, is_valid_workspace_id
 from dpone_dagster.control.store import reset_store_cache
-from dpone_dagster.integration.lake.resources import DuckLakeResource
 from dpone_dagster.errors import ConfigError, DponeError
+from dpone_dagster.integration.lake.resources import DuckLakeResource
 from dpone_dagster.workspaces.branch import BranchParentMismatchError, ensure_for_deployment
 from dpone_dagster.workspaces.service import Workspaces
 from tests.lake.conftest import lake_env  # noqa: F401 (embedded and PostgreSQL + S3)

@@ -65,9 +65,10 @@ def _prepared(monkeypatch, workspace: str):
 
 
 def test_dropping_a_fork_removes_its_own_home_only(monkeypatch):
+    from typer.testing import CliRunner
+
     from dpone_dagster.cli import app
     from dpone_dagster.workspaces.service import Workspaces
-    from typer.testing import CliRunner
 
     service = Workspaces(load_config())
     service.create_fork("wm-fork-gone", "prod", owner="alice")
@@ -90,7 +91,8 @@ def test_dropping_a_fork_removes_its_own_home_only(monkeypatch):
 
 def test_a_home_marked_for_another_workspace_or_an_incomplete_cleanup_is_kept(monkeypatch):
     from dpone_dagster.lake.lifecycle.cleanup import CleanupReport, LeftoverRow
-    from dpone_dagster.workspaces import dagster_home, service as service_module
+    from dpone_dagster.workspaces import dagster_home
+    from dpone_dagster.workspaces import service as service_module
     from dpone_dagster.workspaces.service import Workspaces
 
     config = load_config()

@@ -19,7 +19,6 @@ from dpone_dagster.control.workspace_tables import workspace_usage
 from dpone_dagster.lake.state.usage import forget_touches, touch_last_used
 from dpone_dagster.workspaces.janitor import Janitor, JanitorNotRootError
 from dpone_dagster.workspaces.service import Workspaces
-
 from tests.lake.conftest import embedded_lake, lake_env  # noqa: F401 (the lake fixtures)
 from tests.lake.lakes import fork_places, materialize, run_sql
 

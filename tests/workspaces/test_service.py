@@ -9,9 +9,9 @@ from typer.testing import CliRunner
 
 from dpone_dagster.cli import app
 from dpone_dagster.config import load_config
+from dpone_dagster.contracts.workspace_ids import InvalidWorkspaceIdError, check_workspace_id
 from dpone_dagster.control.store import reset_store_cache
 from dpone_dagster.errors import WorkspaceError
-from dpone_dagster.contracts.workspace_ids import InvalidWorkspaceIdError, check_workspace_id
 from dpone_dagster.workspaces.service import Workspaces
 from dpone_dagster.workspaces.status import workspace_status
 

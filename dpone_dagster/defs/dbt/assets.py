@@ -15,7 +15,6 @@ from dpone_dagster.integration.dbt.factory import fork_aware_dbt_assets
 from dpone_dagster.integration.dbt.project import synthetic_dbt_project
 from dpone_dagster.integration.dbt.translator import SyntheticDbtTranslator
 
-
 DBT_PROJECT = synthetic_dbt_project()
 TRANSLATOR = SyntheticDbtTranslator()
 

@@ -25,6 +25,7 @@ from dagster import AssetExecutionContext, BackfillPolicy, DailyPartitionsDefini
 from dagster_dbt import DbtCliInvocation, DbtCliResource, dbt_assets
 
 from dpone_dagster.defs.dbt.assets import DBT_PROJECT, TRANSLATOR
+from dpone_dagster.errors import DponeError
 from dpone_dagster.integration.dbt.factory import (
     _row_count,
     dbt_subprocess_env,
@@ -34,10 +35,9 @@ from dpone_dagster.integration.dbt.factory import (
 )
 from dpone_dagster.integration.dbt.translator import table_of
 from dpone_dagster.integration.lake.resources import DuckLakeResource
-from dpone_dagster.errors import DponeError
+from dpone_dagster.lake.guard.statement import quote_ident, sql_string
 from dpone_dagster.lake.resolution.partitions import FORK_TABLE_SUFFIX, fork_table
 from dpone_dagster.lake.resolution.plan import TableName
-from dpone_dagster.lake.guard.statement import quote_ident, sql_string
 
 PARTITIONED_TAG = "dpone_partitioned"
 PARTITIONED_SELECT = f"tag:{PARTITIONED_TAG}"

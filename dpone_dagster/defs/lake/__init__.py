@@ -17,17 +17,15 @@ def _defs() -> Any:
     from dagster import Definitions
 
     from dpone_dagster.integration.lake.jobs import build_drop_fork_job, build_fork_state_observation_job
-    from dpone_dagster.integration.lake.resources import ducklake_resource
-    from dpone_dagster.integration.lake.sensors import build_fork_state_sensor
-
     from dpone_dagster.integration.lake.maintenance import (
         build_fork_janitor_job,
         build_fork_janitor_sensor,
         build_lake_maintenance_job,
         build_lake_maintenance_schedule,
     )
-
     from dpone_dagster.integration.lake.promote import build_promote_fork_job
+    from dpone_dagster.integration.lake.resources import ducklake_resource
+    from dpone_dagster.integration.lake.sensors import build_fork_state_sensor
 
     maintenance_job, janitor_job = build_lake_maintenance_job(), build_fork_janitor_job()
     return Definitions(

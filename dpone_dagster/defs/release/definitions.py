@@ -16,8 +16,8 @@ from dpone_dagster.defs.release.jobs import release_job
 from dpone_dagster.defs.release.operations import OPERATION_JOBS
 from dpone_dagster.defs.release.resources import release_resources
 from dpone_dagster.defs.release.sensors import build_release_inputs_sensor, build_revocation_sensor
-from dpone_dagster.release.platform.settings import ReleaseSettings, release_settings
 from dpone_dagster.defs.release.stage_values import IO_MANAGER_KEY, release_stage_values
+from dpone_dagster.release.platform.settings import ReleaseSettings, release_settings
 
 
 def build_definitions(settings: ReleaseSettings) -> dg.Definitions:

@@ -23,11 +23,10 @@ import dagster as dg
 from dpone_dagster.contracts.bounds import parse_timestamp
 from dpone_dagster.contracts.receipts import DevelopmentAuthorityReceipt
 from dpone_dagster.defs.release.resources import location_label
-from dpone_dagster.release.runtime.admission import admission_view
 from dpone_dagster.release.build.bundle import ReleaseBundle
 from dpone_dagster.release.delivery.install import InstalledRelease
 from dpone_dagster.release.pipeline import ReleasePipeline
-from dpone_dagster.release.state import ReleaseDenials
+from dpone_dagster.release.runtime.admission import admission_view
 from dpone_dagster.release.runtime.catalog import dormant_tasks
 from dpone_dagster.release.runtime.gate import (
     AcceptanceReport,
@@ -37,6 +36,7 @@ from dpone_dagster.release.runtime.gate import (
     write_acceptance_report,
 )
 from dpone_dagster.release.runtime.synthetic_release import SyntheticReleaseStore, synthetic_bundle_from
+from dpone_dagster.release.state import ReleaseDenials
 
 
 @dataclass(frozen=True)

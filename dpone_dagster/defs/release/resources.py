@@ -32,24 +32,24 @@ from dpone_dagster.authority.ed25519 import Ed25519SignatureVerifier
 from dpone_dagster.authority.ports import AuthorityPorts
 from dpone_dagster.authority.sql_sequences import SqlAcceptedSequenceStore
 from dpone_dagster.authority.target_admission import ReceiptIssuer
+from dpone_dagster.clock import Clock, SystemClock
 from dpone_dagster.config import load_config
 from dpone_dagster.contracts.base import parse_document
 from dpone_dagster.contracts.grant import GrantSignatures
 from dpone_dagster.control.store import open_store
-from dpone_dagster.release.platform.target import AuthorityBytes, AuthorityDocuments, ProtectedTarget, object_store
-from dpone_dagster.release.platform.settings import ReleaseSettings
 from dpone_dagster.defs.release.synthetic_bootstrap import (
     GrantRenewal,
     ensure_synthetic_authority,
     renew_expired_synthetic_grant,
 )
 from dpone_dagster.release.delivery.install import ReleaseCache
-from dpone_dagster.release.pipeline import ReleasePipeline, SourceIdentity
-from dpone_dagster.clock import Clock, SystemClock
-from dpone_dagster.release.ports import TargetAdmission
 from dpone_dagster.release.delivery.registry import ReleaseRegistry
-from dpone_dagster.release.source.snapshot import SourceTree, open_source
+from dpone_dagster.release.pipeline import ReleasePipeline, SourceIdentity
+from dpone_dagster.release.platform.settings import ReleaseSettings
+from dpone_dagster.release.platform.target import AuthorityBytes, AuthorityDocuments, ProtectedTarget, object_store
+from dpone_dagster.release.ports import TargetAdmission
 from dpone_dagster.release.source.binding import bind_source_commit
+from dpone_dagster.release.source.snapshot import SourceTree, open_source
 from dpone_dagster.release.state import ReleaseStateMachine
 
 

@@ -26,8 +26,8 @@ import dagster as dg
 from dpone_dagster.authority.verification import ReconstructedSource
 from dpone_dagster.contracts.coded import CodedError
 from dpone_dagster.defs.release.refusals import refusals_as_failures
-from dpone_dagster.release.errors import RegistryError
 from dpone_dagster.release.delivery.operations import reconstructed_from
+from dpone_dagster.release.errors import RegistryError
 
 IO_MANAGER_KEY = "release_stage_values"
 REGISTERED_STAGES = frozenset({"development_release", "published_release"})

@@ -43,11 +43,17 @@ from dpone_dagster.contracts.canonical import CanonicalError
 from dpone_dagster.contracts.coded import CodedError
 from dpone_dagster.contracts.grant import DevelopmentGrant, ExecutionSubject
 from dpone_dagster.contracts.policy import DevelopmentPolicy, repository_digest
-from dpone_dagster.release.platform.target import GRANT_KEY, POLICY_KEY, SIGNATURES_KEY, ProtectedTargetDocument, ensure_private_dir
-from dpone_dagster.release.platform.settings import ReleaseSettings
 from dpone_dagster.errors import ConfigError
 from dpone_dagster.release.build.flows import capture_ordinary
 from dpone_dagster.release.build.native import WORKLOAD_RESOURCE_TYPES
+from dpone_dagster.release.platform.settings import ReleaseSettings
+from dpone_dagster.release.platform.target import (
+    GRANT_KEY,
+    POLICY_KEY,
+    SIGNATURES_KEY,
+    ProtectedTargetDocument,
+    ensure_private_dir,
+)
 from dpone_dagster.release.source.snapshot import open_source
 
 log = logging.getLogger(__name__)

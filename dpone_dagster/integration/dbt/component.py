@@ -27,8 +27,8 @@ from pathlib import Path
 
 from dagster import Definitions
 from dagster.components import Component, ComponentLoadContext, Model, Resolvable, Scaffolder, ScaffoldRequest
-from dagster.components.scaffold.scaffold import scaffold_with
 from dagster.components.component_scaffolding import scaffold_component
+from dagster.components.scaffold.scaffold import scaffold_with
 from pydantic import BaseModel
 
 from dpone_dagster.config import DEFAULT_LAKE

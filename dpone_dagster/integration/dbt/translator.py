@@ -28,9 +28,9 @@ from dagster import AssetKey, AssetSpec
 from dagster_dbt import DagsterDbtTranslator
 
 from dpone_dagster.config import DEFAULT_LAKE, load_config
+from dpone_dagster.contracts.workspace_ids import ROOT_WORKSPACE
 from dpone_dagster.integration.lake.observations import LAKE_KIND
 from dpone_dagster.lake.resolution.naming import hash8
-from dpone_dagster.contracts.workspace_ids import ROOT_WORKSPACE
 
 GROUP_NAME = "synthetic_dbt"
 FORK_KIND = "fork"

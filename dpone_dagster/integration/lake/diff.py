@@ -28,12 +28,12 @@ from dagster import (
 )
 
 from dpone_dagster.config import load_config
+from dpone_dagster.errors import DponeError
+from dpone_dagster.integration.binding import IN_PROCESS_ALONE_TAG
 from dpone_dagster.integration.lake.observations import LAKE_KIND, lake_table
 from dpone_dagster.integration.lake.resources import DuckLakeResource
-from dpone_dagster.integration.binding import IN_PROCESS_ALONE_TAG
-from dpone_dagster.errors import DponeError
-from dpone_dagster.lake.resolution.plan import TableName
 from dpone_dagster.lake.lifecycle.diff import fork_diff, fork_tables
+from dpone_dagster.lake.resolution.plan import TableName
 from dpone_dagster.lake.state.tracking import workspace_lake_view
 
 CHECK_NAME = "diff_against_parent"

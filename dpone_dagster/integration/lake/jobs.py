@@ -25,16 +25,16 @@ never changes the workspace anything is attached or written as.
 from dagster import Config, Failure, JobDefinition, OpExecutionContext, job, op
 
 from dpone_dagster.config import load_config
-from dpone_dagster.integration.lake.observations import AssetKeys, fork_state_observations, location_asset_keys
-from dpone_dagster.integration.lake.resources import DuckLakeResource
+from dpone_dagster.contracts.workspace_ids import ROOT_WORKSPACE
+from dpone_dagster.errors import DponeError
 from dpone_dagster.integration.binding import (
     WorkspaceNotThisDeploymentError,
     bind_run,
     deployment_workspace,
     workspace_tags,
 )
-from dpone_dagster.errors import DponeError
-from dpone_dagster.contracts.workspace_ids import ROOT_WORKSPACE
+from dpone_dagster.integration.lake.observations import AssetKeys, fork_state_observations, location_asset_keys
+from dpone_dagster.integration.lake.resources import DuckLakeResource
 from dpone_dagster.workspaces.service import Workspaces
 
 _MAX_CHAIN = 64

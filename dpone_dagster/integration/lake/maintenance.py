@@ -39,9 +39,9 @@ from dagster import (
 )
 
 from dpone_dagster.config import load_config, parse_duration
-from dpone_dagster.integration.binding import bind_run, deployment_workspace, workspace_tags
-from dpone_dagster.errors import DponeError
 from dpone_dagster.contracts.workspace_ids import ROOT_WORKSPACE
+from dpone_dagster.errors import DponeError
+from dpone_dagster.integration.binding import bind_run, deployment_workspace, workspace_tags
 
 JANITOR_INTERVAL_SECONDS = 3600
 

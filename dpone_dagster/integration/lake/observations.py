@@ -21,8 +21,8 @@ from typing import Any
 from dagster import AssetKey, AssetObservation, RepositoryDefinition
 from dagster._check import CheckError
 
-from dpone_dagster.integration.lake.resources import DuckLakeResource
 from dpone_dagster.errors import LakeError
+from dpone_dagster.integration.lake.resources import DuckLakeResource
 from dpone_dagster.lake.resolution.plan import TableName
 from dpone_dagster.lake.state.table_states import LakeTableStates
 

@@ -16,10 +16,10 @@ workspace is refused by `bind_run` like every run of this code location.
 from dagster import AssetMaterialization, Config, Failure, JobDefinition, OpExecutionContext, job, op
 
 from dpone_dagster.config import load_config
-from dpone_dagster.integration.binding import bind_run, workspace_tags
 from dpone_dagster.errors import DponeError
-from dpone_dagster.lake.resolution.plan import TableName
+from dpone_dagster.integration.binding import bind_run, workspace_tags
 from dpone_dagster.lake.lifecycle.promote import promote
+from dpone_dagster.lake.resolution.plan import TableName
 
 
 class PromoteForkConfig(Config):

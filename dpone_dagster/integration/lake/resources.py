@@ -27,12 +27,12 @@ from dpone_dagster.config import DponeConfig, load_config
 from dpone_dagster.integration.binding import WorkspaceNotThisDeploymentError, bind_run, deployment_workspace
 from dpone_dagster.lake import duck
 from dpone_dagster.lake.guard.connection import GuardedConnection
+from dpone_dagster.lake.guard.statement import quote_ident
+from dpone_dagster.lake.resolution.apply import ResolvedLake
 from dpone_dagster.lake.resolution.naming import lake_alias
 from dpone_dagster.lake.resolution.pins import LIVE, PINNED, fork_session_snapshots, pins
-from dpone_dagster.lake.resolution.seam import resolve
-from dpone_dagster.lake.resolution.apply import ResolvedLake
 from dpone_dagster.lake.resolution.plan import TableName
-from dpone_dagster.lake.guard.statement import quote_ident
+from dpone_dagster.lake.resolution.seam import resolve
 from dpone_dagster.lake.state.table_states import LakeTableStates, lake_table_states
 from dpone_dagster.lake.state.tracking import fork_namespace, fork_state, record_materialization
 

@@ -26,9 +26,9 @@ import json
 from dagster import DefaultSensorStatus, SensorDefinition, SensorEvaluationContext, SensorResult, SkipReason, sensor
 
 from dpone_dagster.config import load_config
+from dpone_dagster.contracts.workspace_ids import ROOT_WORKSPACE
 from dpone_dagster.integration.lake.observations import AssetKeys, fork_state_observations, location_asset_keys
 from dpone_dagster.integration.lake.resources import DuckLakeResource
-from dpone_dagster.contracts.workspace_ids import ROOT_WORKSPACE
 
 MINIMUM_INTERVAL_SECONDS = 60
 

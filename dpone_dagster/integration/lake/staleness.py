@@ -28,9 +28,9 @@ from dagster import (
     multi_asset_check,
 )
 
+from dpone_dagster.integration.binding import IN_PROCESS_ALONE_TAG
 from dpone_dagster.integration.lake.observations import LAKE_KIND, lake_table
 from dpone_dagster.integration.lake.resources import DuckLakeResource
-from dpone_dagster.integration.binding import IN_PROCESS_ALONE_TAG
 from dpone_dagster.lake.resolution.plan import TableName
 from dpone_dagster.lake.state.staleness import LakeStaleness, lake_staleness
 

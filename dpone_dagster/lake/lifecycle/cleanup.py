@@ -36,10 +36,10 @@ from dpone_dagster.control.store import open_store
 from dpone_dagster.control.workspace_tables import deleted_children, lake_settings
 from dpone_dagster.errors import ConfigError, DponeError, LakeError
 from dpone_dagster.lake.catalogs import CatalogAdapters
-from dpone_dagster.lake.resolution.naming import FORK_DATA_DIR, is_fork_schema, is_fork_segment_of
+from dpone_dagster.lake.lifecycle.role_retirement import drop_roles, fence_roles
 from dpone_dagster.lake.object_store import StorageAdapters
 from dpone_dagster.lake.ports import Clock, Namespace, utc_now
-from dpone_dagster.lake.lifecycle.role_retirement import drop_roles, fence_roles
+from dpone_dagster.lake.resolution.naming import FORK_DATA_DIR, is_fork_schema, is_fork_segment_of
 from dpone_dagster.lake.state.registry import (
     CACHE,
     NamespaceRecord,

@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dpone_dagster.errors import LakeError
-from dpone_dagster.lake.resolution.plan import TableName
 from dpone_dagster.lake.guard.statement import quote_ident
+from dpone_dagster.lake.resolution.plan import TableName
 
 MAX_SAFE_INTEGER = 2**53 - 1
 _ID_KEYS = (

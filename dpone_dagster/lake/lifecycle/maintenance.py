@@ -52,11 +52,11 @@ from dpone_dagster.control.lake_tables import fork_ducklake_namespace, fork_pref
 from dpone_dagster.control.store import open_store
 from dpone_dagster.control.workspace_tables import workspace_lake
 from dpone_dagster.errors import LakeError
+from dpone_dagster.lake.guard.statement import quote_ident, sql_string
+from dpone_dagster.lake.ports import Clock, utc_now
 from dpone_dagster.lake.resolution.attach import absolute_data_path
 from dpone_dagster.lake.resolution.naming import FORK_DATA_DIR, DataPathError, split_storage_root
-from dpone_dagster.lake.ports import Clock, utc_now
 from dpone_dagster.lake.resolution.seam import resolve
-from dpone_dagster.lake.guard.statement import quote_ident, sql_string
 
 SNAPSHOT_RETENTION = timedelta(days=7)
 """Snapshots younger than this are kept (time travel; queries in flight on a superseded snapshot)."""

@@ -37,16 +37,21 @@ from dpone_dagster.config import DponeConfig, load_config
 from dpone_dagster.control.promotion_tables import fork_promotion
 from dpone_dagster.control.store import open_store
 from dpone_dagster.errors import LakeError, WorkspaceError
-from dpone_dagster.lake.resolution.plan import TableName
+from dpone_dagster.lake.guard.statement import quote_ident
 from dpone_dagster.lake.lifecycle.diff import ForkDiff, diff_document, nearest_owner, recorded_diff
 from dpone_dagster.lake.lifecycle.diff_sql import TableVersions, columns_of
-from dpone_dagster.lake.resolution.fork import ancestor_options, secret_and_attach, ancestor_reads, physical_lake
+from dpone_dagster.lake.ports import Clock, utc_now
+from dpone_dagster.lake.resolution.fork import ancestor_options, ancestor_reads, physical_lake, secret_and_attach
 from dpone_dagster.lake.resolution.naming import ancestor_alias
 from dpone_dagster.lake.resolution.pins import built_from
-from dpone_dagster.lake.ports import Clock, utc_now
+from dpone_dagster.lake.resolution.plan import TableName
 from dpone_dagster.lake.resolution.seam import resolve
-from dpone_dagster.lake.guard.statement import quote_ident
-from dpone_dagster.lake.state.tracking import WorkspaceLakeView, nearest_owners, record_materialization, workspace_lake_view
+from dpone_dagster.lake.state.tracking import (
+    WorkspaceLakeView,
+    nearest_owners,
+    record_materialization,
+    workspace_lake_view,
+)
 
 
 class PromotionNotFromParentError(WorkspaceError):

@@ -24,9 +24,9 @@ from dpone_dagster.config import DponeConfig
 from dpone_dagster.control.role_tables import lake_catalog_role as role_table
 from dpone_dagster.control.store import open_store
 from dpone_dagster.errors import ConfigError, LakeError
+from dpone_dagster.lake.lifecycle.roles import GROUP, READER, WRITER, RoleProvisioningError, connect_admin, role_exists
 from dpone_dagster.lake.resolution.attach import CatalogLocation
 from dpone_dagster.lake.resolution.naming import is_fork_schema
-from dpone_dagster.lake.lifecycle.roles import GROUP, READER, WRITER, RoleProvisioningError, connect_admin, role_exists
 
 log = logging.getLogger(__name__)
 

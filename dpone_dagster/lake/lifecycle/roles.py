@@ -36,10 +36,10 @@ from dpone_dagster.config import DponeConfig, LakeConfig, resolve_secret
 from dpone_dagster.control.role_tables import lake_catalog_role as role_table
 from dpone_dagster.control.store import open_store
 from dpone_dagster.errors import ConfigError, LakeError
+from dpone_dagster.lake.guard.statement import REDACTED, CredentialResolver, Secret, libpq_value, sql_string
+from dpone_dagster.lake.ports import Namespace
 from dpone_dagster.lake.resolution.attach import CatalogLocation
 from dpone_dagster.lake.resolution.naming import is_fork_schema
-from dpone_dagster.lake.ports import Namespace
-from dpone_dagster.lake.guard.statement import REDACTED, CredentialResolver, Secret, libpq_value, sql_string
 
 
 class PhysicalLake(Protocol):
@@ -344,8 +344,8 @@ _WARNED: set[tuple[str, str]] = set()
 def s3_access_warning(storage, data_path: str, access: str) -> str | None:
     """The warning for an `s3://` path whose `read`/`fork` credentials are not configured (the
     lake's own credentials are used instead); logged once per process and path."""
-    from dpone_dagster.lake.resolution.attach import s3_credential_envs
     from dpone_dagster.config import StorageConfig
+    from dpone_dagster.lake.resolution.attach import s3_credential_envs
 
     if not data_path.startswith("s3://") or access == "owner":
         return None

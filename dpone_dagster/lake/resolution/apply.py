@@ -25,6 +25,7 @@ from pathlib import Path
 
 from dpone_dagster.config import DponeConfig, LakeConfig
 from dpone_dagster.errors import LakeError
+from dpone_dagster.lake.guard.statement import CredentialResolver, Statement, quote_ident, sql_string
 from dpone_dagster.lake.resolution.attach import (
     COMMIT_RETRY,
     CatalogLocation,
@@ -34,6 +35,7 @@ from dpone_dagster.lake.resolution.attach import (
     normalize_options,
     storage_secret_statement,
 )
+from dpone_dagster.lake.resolution.naming import lake_alias
 from dpone_dagster.lake.resolution.plan import (
     DEFAULT_SCHEMA,
     LIVE_VIEWS_SQL,
@@ -42,8 +44,6 @@ from dpone_dagster.lake.resolution.plan import (
     LiveViews,
     TableName,
 )
-from dpone_dagster.lake.resolution.naming import lake_alias
-from dpone_dagster.lake.guard.statement import CredentialResolver, Statement, quote_ident, sql_string
 
 log = logging.getLogger(__name__)
 

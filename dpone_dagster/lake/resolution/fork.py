@@ -37,6 +37,11 @@ from dpone_dagster.config import DponeConfig, LakeConfig
 from dpone_dagster.control.store import open_store
 from dpone_dagster.control.workspace_tables import is_current_incarnation
 from dpone_dagster.errors import LakeError
+from dpone_dagster.lake.catalogs import CatalogAdapters, CatalogUnreachableError
+from dpone_dagster.lake.guard.statement import Statement
+from dpone_dagster.lake.lifecycle.roles import confine, s3_access_warning
+from dpone_dagster.lake.ports import CatalogFacts, Clock, LiveViewTriples, Namespace, utc_now
+from dpone_dagster.lake.resolution.apply import AncestorAttach, ResolvedLake, metadata_catalog, root_resolution
 from dpone_dagster.lake.resolution.attach import (
     ANCESTOR_OWNED_OPTIONS,
     FORK_RESERVED_OPTIONS,
@@ -49,7 +54,6 @@ from dpone_dagster.lake.resolution.attach import (
     storage_secret_statement,
     strip_options,
 )
-from dpone_dagster.lake.catalogs import CatalogAdapters, CatalogUnreachableError
 from dpone_dagster.lake.resolution.naming import (
     ancestor_alias,
     fork_data_path,
@@ -57,13 +61,9 @@ from dpone_dagster.lake.resolution.naming import (
     lake_alias,
 )
 from dpone_dagster.lake.resolution.partitions import PartitionView, partition_views
-from dpone_dagster.lake.resolution.reads import ReadSet, keep_read, tracked_for
-from dpone_dagster.lake.ports import CatalogFacts, Clock, LiveViewTriples, Namespace, utc_now
-from dpone_dagster.lake.state.registry import CACHE, ForkDroppingError, NamespaceRecord, RegistrationCache, register
 from dpone_dagster.lake.resolution.plan import DeferPlan, DeferView, LiveViews, TableName
-from dpone_dagster.lake.resolution.apply import AncestorAttach, ResolvedLake, metadata_catalog, root_resolution
-from dpone_dagster.lake.lifecycle.roles import confine, s3_access_warning
-from dpone_dagster.lake.guard.statement import Statement
+from dpone_dagster.lake.resolution.reads import ReadSet, keep_read, tracked_for
+from dpone_dagster.lake.state.registry import CACHE, ForkDroppingError, NamespaceRecord, RegistrationCache, register
 from dpone_dagster.lake.state.tracking import (
     WorkspaceLakeView,
     mark_missing,

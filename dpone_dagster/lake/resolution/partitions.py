@@ -35,8 +35,8 @@ from sqlalchemy.engine import Connection
 
 from dpone_dagster.control.lake_tables import materialized_partition
 from dpone_dagster.errors import LakeError
-from dpone_dagster.lake.resolution.plan import TableName
 from dpone_dagster.lake.guard.statement import quote_ident, sql_string
+from dpone_dagster.lake.resolution.plan import TableName
 
 FORK_TABLE_SUFFIX = "__fork"
 """The hidden name's suffix: a fork's own partitions of `t` live in the table `t__fork`."""

@@ -33,10 +33,10 @@ from dpone_dagster.control.lake_tables import fork_built_from
 from dpone_dagster.control.store import open_store
 from dpone_dagster.control.workspace_tables import ACTIVE, fork_pin, workspace, workspace_incarnation
 from dpone_dagster.errors import LakeError
-from dpone_dagster.lake.resolution.plan import TableName
-from dpone_dagster.lake.resolution.fork import AncestorReads, ancestor_reads
-from dpone_dagster.lake.ports import Clock, utc_now
 from dpone_dagster.lake.guard.statement import quote_ident
+from dpone_dagster.lake.ports import Clock, utc_now
+from dpone_dagster.lake.resolution.fork import AncestorReads, ancestor_reads
+from dpone_dagster.lake.resolution.plan import TableName
 from dpone_dagster.lake.state.tracking import read_pins, workspace_lake_view
 
 PINNED, LIVE = "pinned", "live"

@@ -20,9 +20,9 @@ from collections.abc import Sequence
 
 from dpone_dagster.config import DponeConfig, load_config
 from dpone_dagster.contracts.workspace_ids import ROOT_WORKSPACE, check_workspace_id
-from dpone_dagster.lake.resolution.plan import parse_targets
-from dpone_dagster.lake.resolution.fork import resolve_workspace_lake
 from dpone_dagster.lake.resolution.apply import ResolvedLake, root_resolution
+from dpone_dagster.lake.resolution.fork import resolve_workspace_lake
+from dpone_dagster.lake.resolution.plan import parse_targets
 from dpone_dagster.lake.resolution.reads import parse_reads
 from dpone_dagster.lake.state.usage import touch_last_used
 

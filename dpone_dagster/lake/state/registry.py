@@ -35,8 +35,8 @@ from dpone_dagster.control.lake_tables import fork_ducklake_namespace as ledger
 from dpone_dagster.control.lake_tables import fork_prefix_tombstone as tombstone_table
 from dpone_dagster.control.workspace_tables import touch_active_incarnation
 from dpone_dagster.errors import WorkspaceError
-from dpone_dagster.lake.resolution.attach import CatalogLocation
 from dpone_dagster.lake.ports import Clock, utc_now
+from dpone_dagster.lake.resolution.attach import CatalogLocation
 
 REGISTRATION_TTL = timedelta(seconds=60)
 # StorageConfig fields added after ledger rows existed: omitted from `storage_json` while None

@@ -26,9 +26,9 @@ from datetime import datetime
 
 from dpone_dagster.config import DponeConfig, load_config
 from dpone_dagster.errors import DponeError
-from dpone_dagster.lake.resolution.plan import TableName
-from dpone_dagster.lake.resolution.pins import LIVE, PINNED, all_built_from, pins, read_ancestors
 from dpone_dagster.lake.ports import Clock, utc_now
+from dpone_dagster.lake.resolution.pins import LIVE, PINNED, all_built_from, pins, read_ancestors
+from dpone_dagster.lake.resolution.plan import TableName
 from dpone_dagster.lake.state.table_states import LakeTableStates, lake_table_states
 
 
@@ -208,4 +208,4 @@ def workspace_staleness(
     workspace_id: str, config: DponeConfig | None = None, *, catalog: bool = True, clock: Clock = utc_now
 ) -> list[LakeStaleness]:
     config = config or load_config()
-    return [lake_staleness(workspace_id, l.name, config, catalog=catalog, clock=clock) for l in config.all_lakes]
+    return [lake_staleness(workspace_id, each.name, config, catalog=catalog, clock=clock) for each in config.all_lakes]

@@ -40,10 +40,10 @@ from dpone_dagster.control.workspace_tables import (
     lake_settings,
 )
 from dpone_dagster.errors import LakeError, WorkspaceError
-from dpone_dagster.lake.resolution.plan import SCD2_MARKER, TableName
+from dpone_dagster.lake.ports import Clock, utc_now
 from dpone_dagster.lake.resolution.naming import fork_metadata_schema
 from dpone_dagster.lake.resolution.partitions import OwnPartitions, partition_config, read_partitions
-from dpone_dagster.lake.ports import Clock, utc_now
+from dpone_dagster.lake.resolution.plan import SCD2_MARKER, TableName
 from dpone_dagster.lake.state.registry import ForkDroppingError
 
 Status = Literal["materialized", "failed"]

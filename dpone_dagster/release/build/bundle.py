@@ -30,8 +30,8 @@ from dpone_dagster.contracts.canonical import CanonicalError, loads_canonical
 from dpone_dagster.contracts.coded import CodedError
 from dpone_dagster.contracts.dispatch import DispatchError, read_development_document
 from dpone_dagster.contracts.flows import CapturedWorkload
-from dpone_dagster.contracts.receipts import DevelopmentAuthorityReceipt
 from dpone_dagster.contracts.identity import canonical_digest, digest
+from dpone_dagster.contracts.receipts import DevelopmentAuthorityReceipt
 from dpone_dagster.contracts.release_documents import (
     ORDINARY_CONSTITUENT_KIND,
     SELECTION_KIND,

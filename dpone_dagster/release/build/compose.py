@@ -51,13 +51,13 @@ from dpone_dagster.release.build.bundle import (
     selection_path,
     sidecar_path,
 )
+from dpone_dagster.release.build.native import NativeCompilation
 from dpone_dagster.release.errors import (
     AuthorityMissingError,
     LogicalWriteCollisionError,
     MembershipError,
     SourceClosureError,
 )
-from dpone_dagster.release.build.native import NativeCompilation
 
 
 class VerifiedSourceFiles(Protocol):

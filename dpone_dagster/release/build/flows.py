@@ -33,13 +33,13 @@ from dataclasses import dataclass
 from dpone_dagster.contracts.base import ContractError
 from dpone_dagster.contracts.canonical import CanonicalError, loads_canonical
 from dpone_dagster.contracts.flows import (
+    PRE_HOOK_TASK_PREFIX,
     CapturedFile,
     CapturedHook,
     CapturedWorkload,
     FlowDag,
     FlowManifest,
     FlowPack,
-    PRE_HOOK_TASK_PREFIX,
     OrdinaryCapture,
     ResourceCeiling,
     SelectorMember,

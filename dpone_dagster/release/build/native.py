@@ -36,13 +36,13 @@ import yaml
 from dpone_dagster.contracts.canonical import dumps
 from dpone_dagster.contracts.identity import digest
 from dpone_dagster.contracts.release_documents import SELECTION_KIND
-from dpone_dagster.release.source.snapshot import SourceSnapshot
 from dpone_dagster.release.errors import (
     LogicalWriteCollisionError,
     MembershipError,
     NativeCompileError,
     SourceClosureError,
 )
+from dpone_dagster.release.source.snapshot import SourceSnapshot
 
 COMPILE_PROFILE_KIND = "dpone.dbt-compile-profile.v1"
 WORKLOAD_RESOURCE_TYPES = ("model", "seed", "snapshot")

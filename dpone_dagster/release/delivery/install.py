@@ -39,12 +39,6 @@ from dpone_dagster.contracts.receipts import (
     DevelopmentAuthorityReceipt,
     MaterializationReceipt,
 )
-from dpone_dagster.release.build.budget import require_within_budget
-from dpone_dagster.release.build.compose import require_authority
-from dpone_dagster.release.build.bundle import ReleaseBundle, deployment_projection, open_bundle
-from dpone_dagster.release.delivery.deployments import GENESIS, InstalledRelease, read_audit_log, read_deployment
-from dpone_dagster.release.delivery.deployments import read_document as _read_document
-from dpone_dagster.release.errors import ActivationError, DurabilityUncertainError, IntegrityError, RegistryError
 from dpone_dagster.contracts.release_records import (
     ActivationAction,
     ActivationIntent,
@@ -53,8 +47,14 @@ from dpone_dagster.contracts.release_records import (
     CurrentPointer,
     DeploymentRecord,
 )
-from dpone_dagster.release.source.local_files import LocalFiles
+from dpone_dagster.release.build.budget import require_within_budget
+from dpone_dagster.release.build.bundle import ReleaseBundle, deployment_projection, open_bundle
+from dpone_dagster.release.build.compose import require_authority
+from dpone_dagster.release.delivery.deployments import GENESIS, InstalledRelease, read_audit_log, read_deployment
+from dpone_dagster.release.delivery.deployments import read_document as _read_document
+from dpone_dagster.release.errors import ActivationError, DurabilityUncertainError, IntegrityError, RegistryError
 from dpone_dagster.release.ports import TargetAdmission
+from dpone_dagster.release.source.local_files import LocalFiles
 
 __all__ = ["ActivationResult", "InstalledRelease", "MaterializationResult", "ReleaseCache", "read_deployment"]
 

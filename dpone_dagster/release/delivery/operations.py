@@ -35,9 +35,9 @@ from dpone_dagster.contracts.grant import DevelopmentGrant, GrantSignatures
 from dpone_dagster.contracts.identity import digest
 from dpone_dagster.contracts.receipts import ActivationPurpose, DevelopmentAuthorityReceipt
 from dpone_dagster.release.build.bundle import ReleaseBundle, deployment_projection
-from dpone_dagster.release.errors import ActivationError
 from dpone_dagster.release.delivery.install import ReleaseCache
 from dpone_dagster.release.delivery.registry import ReleaseRegistry
+from dpone_dagster.release.errors import ActivationError
 
 
 class OperationError(CodedError):

@@ -36,8 +36,8 @@ from dpone_dagster.contracts.release_records import MemberDigest, ReleaseCommit
 from dpone_dagster.release.build.budget import require_within_budget
 from dpone_dagster.release.build.bundle import ReleaseBundle, content_sha256, deployment_projection, open_bundle
 from dpone_dagster.release.build.compose import require_authority
-from dpone_dagster.release.errors import DurabilityUncertainError, RegistryError
 from dpone_dagster.release.delivery.leases import DEFAULT_LEASE_TTL, Leases
+from dpone_dagster.release.errors import DurabilityUncertainError, RegistryError
 from dpone_dagster.release.ports import ObjectStore, TargetAdmission
 
 BLOBS = "blobs/sha256/"

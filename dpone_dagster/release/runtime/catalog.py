@@ -20,8 +20,8 @@ from collections import Counter
 from dataclasses import dataclass
 
 from dpone_dagster.contracts.flows import CapturedWorkload
-from dpone_dagster.release.runtime.admission import DEVELOPMENT_FAMILY, SYNTHETIC_FAMILY, RuntimeTask, TaskKind
 from dpone_dagster.release.build.bundle import ReleaseBundle
+from dpone_dagster.release.runtime.admission import DEVELOPMENT_FAMILY, SYNTHETIC_FAMILY, RuntimeTask, TaskKind
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_]+")
 

@@ -37,6 +37,7 @@ from dpone_dagster.contracts.coded import CodedError
 from dpone_dagster.contracts.flows import CapturedWorkload
 from dpone_dagster.contracts.identity import digest
 from dpone_dagster.contracts.release_documents import ORDINARY_CONSTITUENT_KIND
+from dpone_dagster.release.build.bundle import sidecar_path
 from dpone_dagster.release.runtime.admission import (
     DenialRecorder,
     RevocationEpochSource,
@@ -46,7 +47,6 @@ from dpone_dagster.release.runtime.admission import (
     TaskKind,
     TaskPlan,
 )
-from dpone_dagster.release.build.bundle import sidecar_path
 
 PORTS = ("init_fetch", "credentials", "source", "writer")
 _LOCK = threading.Lock()

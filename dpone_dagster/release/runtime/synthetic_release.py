@@ -36,8 +36,8 @@ from dpone_dagster.contracts.dispatch import DispatchError, read_family_document
 from dpone_dagster.contracts.flows import CapturedWorkload
 from dpone_dagster.contracts.identity import digest
 from dpone_dagster.contracts.release_documents import ORDINARY_CONSTITUENT_KIND, SyntheticCompositionV3
-from dpone_dagster.release.runtime.admission import SYNTHETIC_FAMILY, AdmissionView, RuntimeTask, TaskKind
 from dpone_dagster.release.build.bundle import PARENT_PATH, ReleaseBundle, content_sha256, ordinary_path, sidecar_path
+from dpone_dagster.release.runtime.admission import SYNTHETIC_FAMILY, AdmissionView, RuntimeTask, TaskKind
 
 CAMPAIGN_ID = "embedded-runtime"
 SEED_ROWS = 240
