@@ -33,7 +33,7 @@ from dpone_dagster.lake.lifecycle.cleanup import CleanupPorts, CleanupReport, dr
 from dpone_dagster.lake.ports import Clock, utc_now
 from dpone_dagster.lake.state.registry import records, tombstones
 from dpone_dagster.lake.lifecycle.roles import has_roles
-from dpone_dagster.lake.state.tracking import forget_workspace
+from dpone_dagster.lake.state.tracking import UnknownWorkspaceError, forget_workspace
 from dpone_dagster.workspaces import repository as repo
 from dpone_dagster.workspaces.dagster_home import remove_dagster_home
 from dpone_dagster.contracts.workspace_ids import ROOT_WORKSPACE, check_workspace_id
@@ -45,10 +45,6 @@ log = logging.getLogger(__name__)
 
 class WorkspaceExistsError(WorkspaceError):
     code = "workspace.exists"
-
-
-class UnknownWorkspaceError(WorkspaceError):
-    code = "workspace.unknown"
 
 
 class UnknownLakeError(WorkspaceError):
