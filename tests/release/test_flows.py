@@ -239,6 +239,27 @@ def test_sql_reaching_outside_the_database_is_refused(source: Path, statement: s
     refused(source, "flows.sql_statement_not_allowed")
 
 
+@pytest.mark.parametrize(
+    ("line", "code"),
+    [
+        ("select E'\\''; copy (select 42) to '/tmp/dpone-leak.csv'; --'", "flows.sql_statement_not_allowed"),
+        ("select $q$ ' $q$; attach '/tmp/dpone-leak.duckdb' as leak; select ' '", "flows.sql_statement_not_allowed"),
+        ("insert into flow_marts.weekly_revenue select * from read_text('/etc/hostname');", "flows.sql_function_not_allowed"),
+        ("insert into flow_marts.weekly_revenue select * from read_csv('/etc/hostname');", "flows.sql_function_not_allowed"),
+        ("insert into flow_marts.weekly_revenue select * from glob('/etc/*');", "flows.sql_function_not_allowed"),
+        ("insert into flow_marts.weekly_revenue select * from '/etc/hostname';", "flows.sql_host_access"),
+    ],
+)
+def test_one_line_appended_to_a_flow_is_refused_at_capture(source: Path, line: str, code: str) -> None:
+    """The issue's end-to-end case: a line appended to a flow's SQL file never reaches a release."""
+    sql = source / "flows/weekly_revenue/sql/weekly_revenue.sql"
+    sql.write_text(sql.read_text() + line + "\n")
+    refused(source, code)
+    with pytest.raises(FlowError) as regenerating:
+        regenerate(source)  # nor can a pack be generated for it
+    assert regenerating.value.code == code
+
+
 def test_sql_comments_and_strings_do_not_count_as_writes(source: Path) -> None:
     hook = source / "flows/orders_snapshot/hooks/02_clear_today.sql"
     hook.write_text(hook.read_text() + "-- insert into flow_marts.not_really\nselect 'delete from flow_marts.nor_this';\n")

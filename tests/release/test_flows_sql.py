@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import duckdb
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpone_dagster.contracts.flows import FlowError, ResourceCeiling
 from dpone_dagster.lake.duck import connect
+from dpone_dagster.release.build.flow_sql import flow_sql_writes
 from dpone_dagster.release.build.flows import capture_ordinary
-from dpone_dagster.release.build.packs import cpu_millicores, memory_bytes, sql_writes
+from dpone_dagster.release.build.packs import cpu_millicores, memory_bytes
 from dpone_dagster.release.source.snapshot import open_source
 
 SYNTHETIC = Path(__file__).resolve().parents[2] / "dbt_project_synthetic"
@@ -77,18 +79,19 @@ def test_synthetic_flows_run_in_hook_then_runtime_order(tmp_path: Path) -> None:
     ],
 )
 def test_sql_write_scan(sql: str, writes: set[str]) -> None:
-    assert sql_writes(sql, "test.sql") == writes
+    assert flow_sql_writes(sql, "test.sql") == writes
 
 
-identifier = st.from_regex(r"[a-z_][a-z0-9_]{0,20}", fullmatch=True)
+RESERVED = frozenset(row[0] for row in duckdb.connect().execute("select keyword_name from duckdb_keywords() where keyword_category = 'reserved'").fetchall())
+identifier = st.from_regex(r"[a-z_][a-z0-9_]{0,20}", fullmatch=True).filter(lambda name: name not in RESERVED)
 
 
 @settings(max_examples=200, deadline=None)
 @given(schema=identifier, table=identifier, verb=st.sampled_from(["create or replace table {} as select 1", "insert into {} select 1", "delete from {}"]))
 def test_sql_write_scan_finds_any_qualified_target(schema: str, table: str, verb: str) -> None:
     relation = f"{schema}.{table}"
-    assert sql_writes(verb.format(relation) + ";", "p.sql") == {relation}
-    assert sql_writes("-- " + verb.format(relation) + "\nselect 1;", "p.sql") == frozenset()
+    assert flow_sql_writes(verb.format(relation) + ";", "p.sql") == {relation}
+    assert flow_sql_writes("-- " + verb.format(relation) + "\nselect 1;", "p.sql") == frozenset()
 
 
 @pytest.mark.parametrize(("quantity", "value"), [("250m", 250), ("1", 1000), ("0.5", 500), ("1.25", 1250), ("4000m", 4000)])

@@ -13,11 +13,10 @@ Manifests are hostile input. Before model validation the raw YAML is scanned so 
 the design names get their own codes: custom runners, command-like keys, post-hooks, and
 credential material in a connection.
 
-The one thing a reader could get wrong: the SQL write check is a lexical scan (comments and string
-literals removed, then `CREATE TABLE`/`INSERT INTO`/`MERGE INTO`/`UPDATE`/`DELETE FROM`/... targets).
-It makes undeclared writes visible; it is not a SQL security boundary, which is why statements
-that reach outside the database (ATTACH, COPY, INSTALL, LOAD, PRAGMA, SET, CREATE SECRET, ...)
-are refused outright.
+The one thing a reader could get wrong: the SQL is read by `release.build.flow_sql`, DuckDB's own
+lexer and parser under an allowlist of statements and functions, never by a regex here; the writes
+it reports must equal `writes`. Passing it admits SQL into a release, it never runs it: only the
+synthetic runtime executes delivered SQL, inside its own sandboxed lake.
 """
 
 from __future__ import annotations
@@ -45,6 +44,7 @@ from dpone_dagster.contracts.flows import (
     SqlFileRef,
     pack_fingerprint,
 )
+from dpone_dagster.release.build.flow_sql import flow_sql_writes
 
 MAX_YAML_BYTES = 64 * 1024
 MAX_YAML_EVENTS = 5_000
@@ -261,23 +261,6 @@ def public_resources(manifest: FlowManifest, ceiling: ResourceCeilingLike, where
 # ---------------------------------------------------------------------------------------------
 # SQL
 
-_SQL_NOISE = re.compile(r"--[^\n]*|/\*.*?\*/|'(?:[^']|'')*'|\$\$.*?\$\$", re.S)
-_IDENT = r'(?:"[^"]+"|[A-Za-z_][A-Za-z0-9_$]*)'
-_RELATION = rf"(?P<name>{_IDENT}(?:\s*\.\s*{_IDENT}){{0,2}})"
-_WRITE_PATTERNS = [
-    re.compile(rf"\bcreate\s+(?:or\s+replace\s+)?(?P<temp>temp\s+|temporary\s+)?(?:table|view)\s+(?:if\s+not\s+exists\s+)?{_RELATION}", re.I),
-    re.compile(rf"\binsert\s+(?:or\s+(?:replace|ignore)\s+)?into\s+{_RELATION}", re.I),
-    re.compile(rf"\bmerge\s+into\s+{_RELATION}", re.I),
-    re.compile(rf"\bdelete\s+from\s+{_RELATION}", re.I),
-    re.compile(rf"\btruncate\s+(?:table\s+)?{_RELATION}", re.I),
-    re.compile(rf"\bdrop\s+(?:table|view)\s+(?:if\s+exists\s+)?{_RELATION}", re.I),
-    re.compile(rf"\balter\s+table\s+(?:if\s+exists\s+)?{_RELATION}", re.I),
-    re.compile(rf"\bupdate\s+{_RELATION}\s+set\b", re.I),
-]
-_ALLOWED_STATEMENTS = {"create", "insert", "merge", "delete", "update", "truncate", "drop", "alter", "with", "select", "begin", "commit"}
-_REFUSED_CREATES = re.compile(r"^create\s+(?:or\s+replace\s+)?(?:persistent\s+|temporary\s+|temp\s+)?(?:secret|function|macro)\b", re.I)
-
-
 def sql_text(data: bytes, where: str) -> str:
     if len(data) > MAX_SQL_BYTES:
         raise FlowError("flows.sql_invalid", f"{where} is larger than {MAX_SQL_BYTES} bytes")
@@ -285,24 +268,6 @@ def sql_text(data: bytes, where: str) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         raise FlowError("flows.sql_invalid", f"{where} is not UTF-8") from None
-
-
-def sql_writes(sql: str, where: str) -> frozenset[str]:
-    """Relations the SQL writes (lowercased, quotes removed); refuses statements outside the allowlist."""
-    code = _SQL_NOISE.sub(" ", sql)
-    for statement in (part.strip() for part in code.split(";")):
-        if not statement:
-            continue
-        keyword = statement.split(None, 1)[0].lower().lstrip("(")
-        if keyword not in _ALLOWED_STATEMENTS or _REFUSED_CREATES.match(statement):
-            raise FlowError("flows.sql_statement_not_allowed", f"{where} uses a {keyword.upper()!r} statement, which flows may not run")
-    writes = set()
-    for pattern in _WRITE_PATTERNS:
-        for match in pattern.finditer(code):
-            if "temp" in match.groupdict() and match["temp"]:
-                continue
-            writes.add(".".join(part.strip().strip('"').lower() for part in re.split(r"\s*\.\s*", match["name"])))
-    return frozenset(writes)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -355,7 +320,7 @@ def build_pack(
         if path not in sql_sources:
             raise FlowError("flows.missing_source_file", f"{where} declares {relative!r}, which is not in the source")
         data = sql_sources[path]
-        writes |= sql_writes(sql_text(data, path), path)
+        writes |= flow_sql_writes(sql_text(data, path), path)
         refs[relative] = SqlFileRef(path=path, content_sha256=hashlib.sha256(data).hexdigest())
     undeclared = sorted(writes - set(manifest.writes))
     if undeclared:
