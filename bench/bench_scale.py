@@ -153,8 +153,8 @@ def prepare(root: Path, env: dict[str, str]) -> float:
     """Run the location's guarded `dbt parse` once (skipped when current); returns its seconds."""
     code = (
         "import json, time\nstart = time.perf_counter()\n"
-        "from dpone_dagster.integration.dbt.project import prepare_manifest, synthetic_dbt_project\n"
-        "parsed = prepare_manifest(synthetic_dbt_project())\n"
+        "from dpone_dagster.integration.dbt.project import configured_dbt_project, prepare_manifest\n"
+        "parsed = prepare_manifest(configured_dbt_project())\n"
         "print(json.dumps({'seconds': time.perf_counter() - start, 'parsed': parsed}))\n"
     )
     return float(run_child(code, env)["seconds"])

@@ -1,10 +1,11 @@
 """The code location's one entry point: every domain's `defs`, merged, bound to the deployment's workspace.
 
-Each domain exports a `defs` object from `dpone_dagster/defs/<domain>/__init__.py`; this file
-gathers them and sets the code location's default executor: the standard multiprocess/in-process
-executor, wrapped so that every run (the implicit asset job behind "Materialize" included) is
-checked against and stamped with the deployment's `dpone/workspace` before any step starts
-(`dpone_dagster.integration.binding`).
+Each domain hands over its definitions through `build_defs()` in `dpone_dagster/defs/<domain>/__init__.py`;
+this file calls each once and merges them. The dbt and lake domains are built with the integration
+package exactly as an adopter's location is (`dpone_dagster.integration`), which also sets the code
+location's default executor: the standard multiprocess/in-process executor, wrapped so that every
+run (the implicit asset job behind "Materialize" included) is checked against and stamped with the
+deployment's `dpone/workspace` before any step starts (`dpone_dagster.integration.binding`).
 
 In a Dagster+ branch deployment the module first ensures the branch's fork
 (`dpone_dagster.workspaces.branch`), so a fresh branch deployment loads against an existing fork.
@@ -35,13 +36,5 @@ def _ensure_branch_fork():
 BRANCH_FORK = _ensure_branch_fork()
 
 from dpone_dagster.defs import dbt, lake, release  # noqa: E402
-from dpone_dagster.integration.binding import DEFAULT_EXECUTOR  # noqa: E402
-from dpone_dagster.integration.lake.diff import build_diff_checks  # noqa: E402  (diff_against_parent on the dbt tables)
 
-defs = Definitions.merge(
-    dbt.defs,
-    lake.defs,
-    release.defs,
-    Definitions(asset_checks=[build_diff_checks(dbt.defs.assets or [])]),
-    Definitions(executor=DEFAULT_EXECUTOR),
-)
+defs = Definitions.merge(dbt.build_defs(), lake.build_defs(), release.build_defs())

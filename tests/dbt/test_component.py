@@ -132,18 +132,74 @@ def test_the_factory_keys_the_tiny_project_by_lake_schema_table(tiny_project, tm
     assert all("ducklake" in spec.kinds for spec in assets.specs)
 
 
-def test_the_tiny_project_merges_with_the_lake_domain_and_is_observed(tiny_project, tmp_path):
-    """A team's code location: its dbt project plus dpone's lake domain (jobs, sensors, `ducklake`)."""
-    from dagster import Definitions
+LAKE_JOBS = {"drop_fork_job", "promote_fork_job", "fork_state_observation_job", "lake_maintenance_job", "fork_janitor_job"}
+LAKE_SENSORS = {"fork_state_sensor", "fork_janitor_sensor"}
 
-    from dpone_dagster.defs import lake
+
+def _location(defs):
+    """What a code location made of `defs` serves: jobs, sensors, schedules, resources, checks, executor."""
+    repository = defs.get_repository_def()
+    checks = {(c.asset_key, c.name) for c in defs.resolve_asset_graph().asset_check_keys}
+    return {
+        "jobs": {j.name for j in repository.get_all_jobs() if not j.name.startswith("__")},
+        "sensors": {s.name for s in repository.sensor_defs},
+        "schedules": {s.name for s in repository.schedule_defs},
+        "resources": set(repository.get_top_level_resources()),
+        "checks": checks,
+        "executor": defs.executor,
+    }
+
+
+def test_the_factory_gives_everything_the_location_has_for_its_dbt_project(tiny_project, tmp_path):
+    """One call: assets, dbt tests, fork_staleness and diff_against_parent, the lake jobs, sensors,
+    schedule, the `ducklake` and `dbt` resources and the workspace-binding executor."""
+    from dpone_dagster.integration.binding import DEFAULT_EXECUTOR
     from dpone_dagster.integration.dbt.factory import fork_aware_dbt_definitions
-    from dpone_dagster.integration.lake.observations import ducklake_asset_keys
 
     with LakeSetup(tmp_path / "state").applied():
-        tiny = fork_aware_dbt_definitions(project_dir=tiny_project, dbt_resource_key="tiny_dbt")
-        location = Definitions.merge(tiny, lake.defs)
+        got = _location(fork_aware_dbt_definitions(project_dir=tiny_project))
+    assert got["jobs"] == LAKE_JOBS
+    assert got["sensors"] == LAKE_SENSORS
+    assert got["schedules"] == {"lake_maintenance_schedule"}
+    assert {"dbt", "ducklake"} == got["resources"]
+    assert got["executor"] is DEFAULT_EXECUTOR
+    for key in (NUMBERS, PARITY, SUMMARY):
+        assert {(key, "fork_staleness"), (key, "diff_against_parent")} <= got["checks"]
+    assert len({name for _, name in got["checks"]} - {"fork_staleness", "diff_against_parent"}) == 5  # dbt tests
+
+
+def test_the_component_gives_what_the_factory_gives(tiny_project, tmp_path):
+    with LakeSetup(tmp_path / "state").applied(), create_defs_folder_sandbox() as sandbox:
+        defs_path = sandbox.scaffold_component(
+            component_cls=ForkAwareDbtProjectComponent, defs_path="tiny_dbt", scaffold_params={"project_path": str(tiny_project)}
+        )
+        with sandbox.load_component_and_build_defs(defs_path=defs_path) as (_component, defs):
+            from_component = _location(defs)
+        from dpone_dagster.integration.dbt.factory import fork_aware_dbt_definitions
+
+        from_factory = _location(fork_aware_dbt_definitions(project_dir=tiny_project))
+    assert from_component == from_factory
+
+
+def test_two_projects_and_the_lake_domain_merge_into_one_location(tiny_project, tmp_path):
+    """A team's code location: two dbt projects (two resource keys, two op names) plus dpone's lake
+    domain; the lake objects are the same objects everywhere, so nothing is defined twice."""
+    from dagster import Definitions
+
+    from dpone_dagster.integration.dbt.factory import fork_aware_dbt_definitions
+    from dpone_dagster.integration.lake.definitions import fork_lake_definitions
+    from dpone_dagster.integration.lake.observations import ducklake_asset_keys
+
+    second = Path(shutil.copytree(tiny_project, tmp_path / "dbt_tiny_two"))
+    with LakeSetup(tmp_path / "state").applied():
+        one = fork_aware_dbt_definitions(project_dir=tiny_project, dbt_resource_key="tiny_dbt", exclude="tiny_numbers")
+        two = fork_aware_dbt_definitions(
+            project_dir=second, dbt_resource_key="tiny_two_dbt", name="tiny_two", select="tiny_numbers"
+        )
+        location = Definitions.merge(one, two, fork_lake_definitions())
+        got = _location(location)
     repository = location.get_repository_def()
-    assert {NUMBERS, PARITY, SUMMARY} <= set(ducklake_asset_keys(repository))
-    assert repository.get_job("fork_state_observation_job") is not None
-    assert {"tiny_dbt", "ducklake"} <= set(repository.get_top_level_resources())
+    assert set(ducklake_asset_keys(repository)) == {NUMBERS, PARITY, SUMMARY}
+    assert {(k, "fork_staleness") for k in (NUMBERS, PARITY, SUMMARY)} <= got["checks"]
+    assert got["jobs"] == LAKE_JOBS and got["sensors"] == LAKE_SENSORS
+    assert {"tiny_dbt", "tiny_two_dbt", "ducklake"} == got["resources"]

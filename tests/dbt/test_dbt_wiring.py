@@ -52,7 +52,7 @@ def test_targets_round_trip_through_the_environment():
 
 
 def test_the_subprocess_environment_is_set_only_inside_the_block(monkeypatch):
-    from dpone_dagster.integration.dbt.factory import dbt_subprocess_env
+    from dpone_dagster.integration.dbt.run import dbt_subprocess_env
     from dpone_dagster.integration.lake.resources import DuckLakeResource
 
     monkeypatch.setenv("DPONE_WORKSPACE", "wm-fork-x")
@@ -82,7 +82,7 @@ class _Invocation:
 
 def test_errored_models_are_named_by_their_lake_table():
     from dpone_dagster.defs.dbt.assets import DBT_PROJECT
-    from dpone_dagster.integration.dbt.factory import failed_tables
+    from dpone_dagster.integration.dbt.run import failed_tables
 
     manifest = json.loads(DBT_PROJECT.manifest_path.read_text(encoding="utf-8"))
     results = [

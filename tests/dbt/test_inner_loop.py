@@ -128,7 +128,7 @@ def test_a_run_worker_never_parses_even_after_a_model_edit(monkeypatch, prepared
 
     monkeypatch.setattr(project_module, "InstalledDbtCliResource", NoParse)
     monkeypatch.setattr(project_module, "project_fingerprint", lambda _dir: "edited-since")
-    project = project_module.synthetic_dbt_project()
+    project = project_module.configured_dbt_project()
     assert not project_module.manifest_is_current(project)  # as after an edit
 
     monkeypatch.setattr("sys.argv", ["/x/dagster/__main__.py", "api", "execute_run", "{}"])

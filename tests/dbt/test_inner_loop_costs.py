@@ -16,15 +16,15 @@ from dagster_dbt.compat import DBT_PYTHON_VERSION
 from packaging import version
 
 from dpone_dagster.integration.dbt.cli import InstalledDbtCliResource, is_installed_dbt
-from dpone_dagster.integration.dbt.project import dbt_executable, synthetic_dbt_project
+from dpone_dagster.integration.dbt.project import configured_dbt_project, dbt_executable
 
 
 def _resource(executable: str | None = None) -> DbtCliResource:
-    from dpone_dagster.defs.dbt.resources import fixed_dbt_resource
+    from dpone_dagster.integration.dbt.factory import fork_aware_dbt_resource
 
     if executable is not None:
-        return InstalledDbtCliResource(project_dir=synthetic_dbt_project(), dbt_executable=executable)
-    return fixed_dbt_resource().resource_fn(None)
+        return InstalledDbtCliResource(project_dir=configured_dbt_project(), dbt_executable=executable)
+    return fork_aware_dbt_resource(configured_dbt_project()).resource_fn(None)
 
 
 def test_the_dbt_resource_never_runs_dbt_version_for_the_venvs_dbt(monkeypatch):

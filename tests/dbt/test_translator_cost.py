@@ -19,9 +19,10 @@ import pytest
 from dagster import AssetSpec
 
 import dpone_dagster.integration.dbt.translator as translator_module
+from dpone_dagster.defs.dbt.translator import SyntheticDbtTranslator
 from dpone_dagster.integration.dbt.factory import fork_aware_dbt_assets
-from dpone_dagster.integration.dbt.project import synthetic_dbt_project
-from dpone_dagster.integration.dbt.translator import FORK_KIND, WORKSPACE_TAG, SyntheticDbtTranslator
+from dpone_dagster.integration.dbt.project import configured_dbt_project
+from dpone_dagster.integration.dbt.translator import FORK_KIND, WORKSPACE_TAG
 
 
 @pytest.fixture
@@ -46,7 +47,7 @@ def counted(monkeypatch):
 def test_a_spec_build_reads_the_workspace_once_and_merges_each_table_once(prepared_manifest, counted, monkeypatch):
     monkeypatch.setenv("DPONE_WORKSPACE", "prod")
     assets = fork_aware_dbt_assets(
-        project=synthetic_dbt_project(), translator=SyntheticDbtTranslator(), name="cost_probe", prepare=False
+        project=configured_dbt_project(), translator=SyntheticDbtTranslator(), name="cost_probe", prepare=False
     )
     tables = [spec for spec in assets.specs if "ducklake" in spec.kinds]
     assert len(tables) >= 10
@@ -57,7 +58,7 @@ def test_a_spec_build_reads_the_workspace_once_and_merges_each_table_once(prepar
 
 
 def test_the_memo_answers_for_the_workspace_configured_now(prepared_manifest, monkeypatch):
-    project = synthetic_dbt_project()
+    project = configured_dbt_project()
     manifest = json.loads(project.manifest_path.read_text(encoding="utf-8"))
     model = next(uid for uid, node in manifest["nodes"].items() if node["resource_type"] == "model")
     translator = SyntheticDbtTranslator()

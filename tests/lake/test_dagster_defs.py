@@ -5,7 +5,7 @@ from __future__ import annotations
 from dagster import MaterializeResult, asset, materialize
 
 from dpone_dagster.config import load_config
-from dpone_dagster.defs.lake import defs
+from dpone_dagster.defs.lake import build_defs
 from dpone_dagster.integration.lake.jobs import build_drop_fork_job
 from dpone_dagster.integration.lake.resources import DuckLakeResource
 from dpone_dagster.lake.resolution.naming import fork_metadata_schema
@@ -56,7 +56,7 @@ def test_resource_in_prod_then_in_a_fork_that_defers_upstream(monkeypatch):
 
 
 def test_drop_job_deletes_the_fork_and_fails_visibly_when_refused(monkeypatch):
-    assert defs.resolve_job_def("drop_fork_job") is not None
+    assert build_defs().resolve_job_def("drop_fork_job") is not None
     Workspaces(load_config()).create_fork("wm-fork-job", "prod", owner="alice")
     monkeypatch.setenv("DPONE_WORKSPACE", "wm-fork-job")
     with DuckLakeResource().connect() as conn:

@@ -16,13 +16,8 @@ from dagster import AssetKey
 from dpone_dagster.config import load_config
 from dpone_dagster.control.store import open_store
 from dpone_dagster.defs.dbt.assets import DBT_PROJECT
-from dpone_dagster.integration.dbt.translator import (
-    FORK_KIND,
-    WORKSPACE_TAG,
-    SyntheticDbtTranslator,
-    table_of,
-    tag_value,
-)
+from dpone_dagster.defs.dbt.translator import SyntheticDbtTranslator
+from dpone_dagster.integration.dbt.translator import FORK_KIND, WORKSPACE_TAG, table_of, tag_value
 from dpone_dagster.lake.state.tracking import record_materialization
 from dpone_dagster.workspaces.service import Workspaces
 

@@ -25,7 +25,7 @@ from dagster import (
 )
 
 from dpone_dagster.config import load_config
-from dpone_dagster.defs.lake import defs
+from dpone_dagster.defs.lake import build_defs
 from dpone_dagster.integration.lake.jobs import build_fork_state_observation_job
 from dpone_dagster.integration.lake.observations import ducklake_asset_keys
 from dpone_dagster.integration.lake.resources import DuckLakeResource
@@ -127,8 +127,9 @@ def test_the_location_observes_every_dbt_table():
     keys = ducklake_asset_keys(location.get_repository_def())
     assert AssetKey(["main", "marts", "fct_orders"]) in keys
     assert all(len(k.path) == 3 and k.path[0] == "main" for k in keys)
-    assert defs.resolve_job_def("fork_state_observation_job") is not None
-    assert defs.resolve_sensor_def("fork_state_sensor") is not None
+    lake = build_defs()
+    assert lake.resolve_job_def("fork_state_observation_job") is not None
+    assert lake.resolve_sensor_def("fork_state_sensor") is not None
 
 
 def test_without_keys_the_sensor_observes_its_code_locations_ducklake_assets(fork_with_one_model):

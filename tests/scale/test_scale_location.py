@@ -35,7 +35,7 @@ FORK = "wm-fork-scale-test"
 _LOAD = """
 import json
 from dpone_dagster.definitions import defs
-from dpone_dagster.integration.dbt.translator import GROUP_NAME
+from dpone_dagster.defs.dbt.translator import GROUP_NAME
 graph = defs.get_repository_def().asset_graph
 dbt_keys = [k for k in graph.get_all_asset_keys() if graph.get(k).group_name == GROUP_NAME]
 checks = [c for c in graph.asset_check_keys if c.asset_key in set(dbt_keys)]

@@ -183,11 +183,10 @@ def test_from_git_outside_a_checkout_or_on_a_detached_head_is_refused(tmp_path, 
 
 def _rebuild_domains(lake, release) -> None:
     """Forget the domains' definitions built earlier in this process (the release jobs take their
-    `dpone/workspace` tag when their module is imported; a real process loads them once)."""
+    `dpone/workspace` tag when their module is imported; a real process loads them once). The lake
+    domain's objects are built per workspace, and each domain's `build_defs()` builds anew."""
     import importlib
 
-    lake._defs.cache_clear()
-    release._defs.cache_clear()
     for module in ("jobs", "operations", "sensors", "definitions"):
         importlib.reload(importlib.import_module(f"dpone_dagster.defs.release.{module}"))
 

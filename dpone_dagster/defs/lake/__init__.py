@@ -1,42 +1,21 @@
-"""The lake domain: the `ducklake` resource, the fork-drop and fork-state observation jobs, the fork sensor.
+"""The lake domain of this code location: `fork_lake_definitions()`, as any adopter's location gets it.
 
-`defs` is built on first access (PEP 562): the dbt assets import `DuckLakeResource` from this
-package, and the fork sensor's default status and the jobs' `dpone/workspace` tag depend on the
-configured workspace, which must be read when the code location loads, not whenever some test
-first imports a submodule.
+`build_defs()` is how every domain of `dpone_dagster.defs` hands over its definitions (called once by
+`dpone_dagster.definitions`): the `ducklake` resource, the drop/promote/observe/maintain/janitor jobs,
+the fork-state and janitor sensors, the maintenance schedule and the workspace-binding executor. The
+dbt domain's definitions carry the same objects (`fork_aware_dbt_definitions_for`); they merge as one.
+
+What a reader could get wrong: the jobs' `dpone/workspace` tag and the fork sensor's default status
+depend on the configured workspace, read when `build_defs()` is called (the code location's load),
+not when this package is imported.
 """
 
 from __future__ import annotations
 
-from functools import cache
-from typing import Any
+from dagster import Definitions
 
 
-@cache
-def _defs() -> Any:
-    from dagster import Definitions
+def build_defs() -> Definitions:
+    from dpone_dagster.integration.lake.definitions import fork_lake_definitions
 
-    from dpone_dagster.integration.lake.jobs import build_drop_fork_job, build_fork_state_observation_job
-    from dpone_dagster.integration.lake.maintenance import (
-        build_fork_janitor_job,
-        build_fork_janitor_sensor,
-        build_lake_maintenance_job,
-        build_lake_maintenance_schedule,
-    )
-    from dpone_dagster.integration.lake.promote import build_promote_fork_job
-    from dpone_dagster.integration.lake.resources import ducklake_resource
-    from dpone_dagster.integration.lake.sensors import build_fork_state_sensor
-
-    maintenance_job, janitor_job = build_lake_maintenance_job(), build_fork_janitor_job()
-    return Definitions(
-        jobs=[build_drop_fork_job(), build_fork_state_observation_job(), maintenance_job, janitor_job, build_promote_fork_job()],
-        sensors=[build_fork_state_sensor(), build_fork_janitor_sensor(janitor_job)],
-        schedules=[build_lake_maintenance_schedule(maintenance_job)],
-        resources={"ducklake": ducklake_resource()},  # the one object: dbt components merge it too
-    )
-
-
-def __getattr__(name: str) -> Any:
-    if name == "defs":
-        return _defs()
-    raise AttributeError(name)
+    return fork_lake_definitions()

@@ -1,23 +1,17 @@
 """The release domain: the six release stages as assets, their checks, resources, sensors and job.
 
-`defs` is built on first access (PEP 562), so importing `settings` or `platform` from here (as the
-dormant deployment location does) does not load the release pipeline and its dbt machinery.
+`build_defs()` is how every domain of `dpone_dagster.defs` hands over its definitions (called once by
+`dpone_dagster.definitions`). Importing this package builds nothing, so importing `settings` or
+`platform` from here (as the dormant deployment location does) does not load the release pipeline
+and its dbt machinery.
 """
 
 from __future__ import annotations
 
-from functools import cache
-from typing import Any
+from dagster import Definitions
 
 
-@cache
-def _defs() -> Any:
+def build_defs() -> Definitions:
     from dpone_dagster.defs.release.definitions import location_definitions
 
     return location_definitions()
-
-
-def __getattr__(name: str) -> Any:
-    if name == "defs":
-        return _defs()
-    raise AttributeError(name)

@@ -186,9 +186,9 @@ def _grant(
 
 def _native_membership(settings: ReleaseSettings) -> list[str]:
     """Writing nodes of the prepared dbt manifest of the source's root project (synthetic grant only)."""
-    from dpone_dagster.integration.dbt.project import prepare_manifest, synthetic_dbt_project
+    from dpone_dagster.integration.dbt.project import configured_dbt_project, prepare_manifest
 
-    project = synthetic_dbt_project()
+    project = configured_dbt_project()
     if Path(project.project_dir).resolve() != settings.source_location.resolve():
         return []
     prepare_manifest(project)

@@ -11,13 +11,22 @@ writes a `defs.yaml` like
 and the component builds what `fork_aware_dbt_definitions` builds: the project's models, seeds
 and snapshots as assets `<lake>/<schema>/<table>` written through the dpone plugin into the
 deployment's workspace (a fork writes its own namespace, defers the rest to its parent), dbt tests
-as asset checks, and the fixed `dbt` resource plus the `ducklake` resource.
+as asset checks, the `fork_staleness` and `diff_against_parent` checks, the fixed `dbt` resource,
+and the lake domain (`integration.lake.definitions.fork_lake_definitions`): the `ducklake` resource,
+the drop/promote/observe/maintain/janitor jobs, the fork-state and janitor sensors, the maintenance
+schedule and the workspace-binding executor.
+
+Importing this module (what `dg list components` does through the `dagster_dg_cli.registry_modules`
+entry point) reads no configuration and no dbt project: all of that happens in `build_defs`.
 
 What a reader could get wrong: a relative `project_dir` is relative to the folder holding the
 `defs.yaml`, not to the current directory. The component does not edit the dbt project: its
 profile must already attach the lake through the dpone plugin (docs/adopting.md), and a profile
 that does not is refused when the definitions load (`dbt.profile_not_fork_aware`). Two dbt
-projects in one code location need two different `dbt_resource_key`s.
+projects in one code location need two different `dbt_resource_key`s and `op_name`s (the checks are
+named after the op). The lake domain is one set of objects per process, so several components and
+`fork_lake_definitions()` merge without a duplicate; the binding executor is the location's executor,
+so another executor in the same location is refused by `Definitions.merge`.
 """
 
 from __future__ import annotations
@@ -32,7 +41,8 @@ from dagster.components.scaffold.scaffold import scaffold_with
 from pydantic import BaseModel
 
 from dpone_dagster.config import DEFAULT_LAKE
-from dpone_dagster.integration.dbt.factory import DEFAULT_DBT_RESOURCE_KEY, fork_aware_dbt_definitions
+from dpone_dagster.integration.dbt.factory import fork_aware_dbt_definitions
+from dpone_dagster.integration.dbt.run import DEFAULT_DBT_RESOURCE_KEY
 
 
 class ForkAwareDbtScaffoldParams(BaseModel):

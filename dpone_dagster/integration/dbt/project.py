@@ -1,4 +1,5 @@
-"""dbt_project_synthetic as a `DbtProject`, built once, and the guarded preparation of its manifest.
+"""A dbt project as a `DbtProject` (one named by a folder, or the one the configuration names), and the
+guarded preparation of its manifest.
 
 The manifest is prepared once: by `dpone prepare` (what `make dev` and a production image build
 run), or, if it is missing or stale, by the first process that loads the code location. "Stale" is
@@ -13,6 +14,8 @@ a model was edited since: it trusts the manifest the code location was loaded wi
 was planned from that manifest; re-parsing there would cost `dbt parse` on every run after an edit
 and could change the assets under a planned run). `dbt build` itself parses the edited SQL, and the
 fork read set falls back to every table while the manifest is stale (`integration/dbt/factory.py`).
+Nothing here knows a particular project: `configured_dbt_project()` is whatever `dbt_project_dir`
+names (dpone.yaml; this repository's default is its demo project), resolved only when called.
 """
 
 from __future__ import annotations
@@ -30,8 +33,8 @@ from dagster_dbt import DbtProject
 from filelock import FileLock, Timeout
 
 from dpone_dagster.config import load_config
-from dpone_dagster.integration.dbt.cli import InstalledDbtCliResource  # no `dbt --version`, no adapter
 from dpone_dagster.errors import DponeError
+from dpone_dagster.integration.dbt.cli import InstalledDbtCliResource  # no `dbt --version`, no adapter
 
 log = logging.getLogger(__name__)
 
@@ -74,13 +77,31 @@ def dbt_executable() -> str:
     return found
 
 
-@lru_cache(maxsize=1)
-def synthetic_dbt_project() -> DbtProject:
-    """The one `DbtProject` for dbt_project_synthetic (profiles.yml lives in the project)."""
+def dbt_project_at(project_dir: str | Path, profiles_dir: str | Path | None = None) -> DbtProject:
+    """The `DbtProject` in `project_dir` (profiles.yml in `profiles_dir`, default the project folder)."""
+    project_dir = Path(project_dir).resolve()
+    if not (project_dir / "dbt_project.yml").is_file():
+        raise DbtProjectError(
+            f"no dbt_project.yml in the dbt project folder {project_dir.name!r}", code="dbt.project_missing"
+        )
+    return _dbt_project(project_dir, Path(profiles_dir).resolve() if profiles_dir else project_dir)
+
+
+@lru_cache(maxsize=8)
+def _dbt_project(project_dir: Path, profiles_dir: Path) -> DbtProject:
+    return DbtProject(project_dir=project_dir, profiles_dir=profiles_dir)
+
+
+def configured_dbt_project() -> DbtProject:
+    """The dbt project the configuration's `dbt_project_dir` names (profiles.yml in the project folder)."""
     project_dir = load_config().dbt_project_path
     if not (project_dir / "dbt_project.yml").is_file():
-        raise DbtProjectError("the configured dbt project folder has no dbt_project.yml", code="dbt.project_missing")
-    return DbtProject(project_dir=project_dir, profiles_dir=project_dir)
+        raise DbtProjectError(
+            f"the setting `dbt_project_dir` (dpone.yaml) names the folder {project_dir.name!r}, which has no "
+            "dbt_project.yml; point it at your dbt project",
+            code="dbt.project_missing",
+        )
+    return dbt_project_at(project_dir)
 
 
 def project_fingerprint(project_dir: Path) -> str:
@@ -111,10 +132,11 @@ def manifest_is_current(project: DbtProject) -> bool:
 def prepare_manifest(project: DbtProject | None = None, *, force: bool = False) -> bool:
     """Run `dbt parse` unless the manifest matches the sources. Returns whether it parsed.
 
+    `project` defaults to `configured_dbt_project()`.
     Concurrent callers (several processes loading the code location at once) serialize on a
     lock file; the ones that waited find the manifest current and do not parse again.
     """
-    project = project or synthetic_dbt_project()
+    project = project or configured_dbt_project()
     if not force and in_run_worker() and project.manifest_path.is_file():
         return False  # a run worker trusts the manifest prepared when the location loaded
     if not force and manifest_is_current(project):

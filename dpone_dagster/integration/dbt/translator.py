@@ -2,8 +2,8 @@
 
 A dbt model, seed or snapshot is one DuckLake table, so its asset key names that table the way the
 rest of dpone-dagster does (lake, schema, table): `main/marts/fct_orders`. All of them carry the
-`ducklake` kind and sit in the translator's group (`synthetic_dbt` for dbt_project_synthetic, dbt's
-own group config or `default` for a project given none); dbt tests become asset checks on those keys
+`ducklake` kind and sit in the translator's `group_name` (when given), else dbt's own group config
+or `default` for a project given none; dbt tests become asset checks on those keys
 (dagster-dbt's default). When the code location loads for any workspace other than `prod`, each
 table also gets the kind `fork` and the tag `dpone/workspace` (the fork it is defined for): facts
 that hold as long as the definitions do.
@@ -32,7 +32,6 @@ from dpone_dagster.contracts.workspace_ids import ROOT_WORKSPACE
 from dpone_dagster.integration.lake.observations import LAKE_KIND
 from dpone_dagster.lake.resolution.naming import hash8
 
-GROUP_NAME = "synthetic_dbt"
 FORK_KIND = "fork"
 WORKSPACE_TAG = "dpone/workspace"
 _TABLE_NODES = frozenset({"model", "seed", "snapshot"})
@@ -102,10 +101,3 @@ class ForkAwareDbtTranslator(DagsterDbtTranslator):
                 spec = spec.merge_attributes(kinds={LAKE_KIND, FORK_KIND}, tags={WORKSPACE_TAG: tag_value(workspace)})
         specs[memo] = spec
         return spec
-
-
-class SyntheticDbtTranslator(ForkAwareDbtTranslator):
-    """dbt_project_synthetic's translator: every node in the `synthetic_dbt` group."""
-
-    def __init__(self, lake: str = DEFAULT_LAKE, workspace: str | None = None) -> None:
-        super().__init__(lake, workspace, group_name=GROUP_NAME)
