@@ -19,7 +19,7 @@ Environment overrides (all optional):
                          from the working directory, else the working directory)
 - `DPONE_CONFIG`         explicit path to a YAML file instead of `<root>/dpone.yaml`
 - `DPONE_STATE_DIR`      state directory (default `<root>/.dpone`)
-- `DPONE_CONTROL_STORE_URL`  SQLAlchemy URL of the control store (default SQLite in the state dir)
+- `DPONE_CONTROL_STORE_URL`  SQLAlchemy URL of the control store (default SQLite `<state>/control/control.sqlite`)
 - `DPONE_WORKSPACE`      current workspace (default `prod`)
 - `DPONE_LAKE_<NAME>_CATALOG`, `DPONE_LAKE_<NAME>_DATA_PATH`  per-lake overrides
 - `DPONE_RELEASE_SOURCE_COMMIT`  the commit the platform checked out (needs a `release:` section)
@@ -237,9 +237,16 @@ def parse_duration(text: str) -> timedelta:
 
 class ForksConfig(_Closed):
     """Fork lifecycle settings. `ttl`: how long a throwaway fork may stay idle (no resolution, run
-    or status read) before the janitor drops it, unless the fork was created with its own TTL."""
+    or status read) before the janitor drops it, unless the fork was created with its own TTL.
+    `require_confinement`: a process acting for a fork that the kernel does not confine
+    (`dpone_dagster.confinement`) refuses to start instead of warning."""
 
     ttl: timedelta = timedelta(days=7)
+    require_confinement: bool = Field(
+        default=False,
+        description="refuse to act for a fork where the kernel cannot confine the process "
+        "(no Landlock, or a fork catalog made before catalog folders); default: warn once and go on",
+    )
     branch_parent: str = Field(
         default=DEFAULT_WORKSPACE,
         description="the workspace a branch deployment's (or `dpone fork ensure`'s) fork is created from",
@@ -314,7 +321,15 @@ class DponeConfig(_Closed):
 
     @property
     def control_store(self) -> str:
-        return self.control_store_url or f"sqlite:///{self.state_path / 'control.sqlite'}"
+        return self.control_store_url or f"sqlite:///{self.control_store_file}"
+
+    @property
+    def control_store_file(self) -> Path:
+        """The embedded control store: `<state>/control/control.sqlite`, a folder of its own that a
+        fork's confined processes may write without the lakes beside it (`dpone_dagster.confinement`).
+        A state dir that already holds `<state>/control.sqlite` (made before the folder) keeps it."""
+        legacy = self.state_path / "control.sqlite"
+        return legacy if legacy.exists() else self.state_path / "control" / "control.sqlite"
 
     def lake(self, name: str = DEFAULT_LAKE) -> LakeConfig:
         for lake in self.all_lakes:

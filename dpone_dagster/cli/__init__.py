@@ -21,5 +21,26 @@ demo.register(app)
 app.command("dev")(dev.dev)
 
 
+UNCONFINED_COMMANDS = frozenset({"prepare", "dev", "release", "--help", "-h"})
+"""Commands that do not act for the fork's data: `prepare` writes the dbt project's manifest, `dev`
+confines itself once the manifest is prepared, `release` reads and operates the release platform."""
+
+
 def main() -> None:
+    """The `dpone` entry: in a fork, confine by the kernel before anything else (dpone_dagster/confinement)."""
+    import sys
+
+    if sys.argv[1:2] and sys.argv[1] not in UNCONFINED_COMMANDS:
+        _confine_for_fork()
     app()
+
+
+def _confine_for_fork() -> None:
+    from dpone_dagster.confinement.launcher import confine_this_process
+    from dpone_dagster.errors import DponeError
+
+    try:
+        confine_this_process()
+    except DponeError as exc:
+        typer.echo(f"error [{exc.code}]: {exc.message}", err=True)
+        raise SystemExit(2) from None

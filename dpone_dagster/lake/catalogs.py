@@ -13,6 +13,7 @@ fork file already attached elsewhere in this process is reported as busy, not gu
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,6 +137,8 @@ class DuckDBFileCatalog:
             _refuse_attached(path)
         for candidate in (path, path.with_name(path.name + ".wal")):
             candidate.unlink(missing_ok=True)
+        if path.parent.name == path.stem:  # a catalog folder of its own (lake/resolution/fork_catalog.py)
+            shutil.rmtree(path.parent, ignore_errors=True)
 
 
 def _refuse_attached(path: Path) -> None:

@@ -32,6 +32,7 @@ from dpone_dagster.lake.object_store import (
 )
 from dpone_dagster.lake.ports import Namespace
 from dpone_dagster.lake.resolution.attach import CatalogLocation
+from dpone_dagster.lake.resolution.fork_catalog import fork_catalog_location
 from dpone_dagster.lake.resolution.naming import fork_metadata_schema
 from dpone_dagster.lake.resolution.seam import resolve
 from dpone_dagster.lake.state.registry import NamespaceRecord, RegistrationCache, register
@@ -86,7 +87,7 @@ def namespace_exists(env, workspace_id) -> bool:
                 "SELECT 1 FROM information_schema.schemata WHERE schema_name = %s", (schema,)
             ).fetchall()
         return bool(found)
-    return os.path.exists(resolved.catalog.sibling(schema).target)
+    return os.path.exists(fork_catalog_location(resolved.catalog, schema).target)
 
 
 def fork_files(env, workspace_id):

@@ -39,6 +39,7 @@ from dpone_dagster.lake.catalogs import CatalogAdapters
 from dpone_dagster.lake.lifecycle.role_retirement import drop_roles, fence_roles
 from dpone_dagster.lake.object_store import StorageAdapters
 from dpone_dagster.lake.ports import Clock, Namespace, utc_now
+from dpone_dagster.lake.resolution.fork_catalog import fork_catalog_location
 from dpone_dagster.lake.resolution.naming import FORK_DATA_DIR, is_fork_schema, is_fork_segment_of
 from dpone_dagster.lake.state.registry import (
     CACHE,
@@ -119,7 +120,7 @@ def registered_namespace(record: NamespaceRecord) -> Namespace:
     if not is_fork_schema(record.metadata_schema):
         raise UnsafeLedgerRowError("a ledger row names a namespace that is not a fork namespace")
     if record.catalog.kind == "duckdb":
-        return Namespace(record.catalog.sibling(record.metadata_schema), None)
+        return Namespace(fork_catalog_location(record.catalog, record.metadata_schema), None)
     return Namespace(record.catalog, record.metadata_schema)
 
 

@@ -4,8 +4,8 @@ A workspace resolves in fork mode when it has ancestors or its id starts with `w
 forks stay isolated), unless its lake is stamped shared. Then:
 
 1. the target attach points at the fork's own namespace (PostgreSQL: `METADATA_SCHEMA` in the same
-   catalog database; DuckDB file: a sibling catalog file) and data prefix, with every reserved
-   option from settings stripped first;
+   catalog database; DuckDB file: a catalog file in a folder of its own beside the parent's, see
+   `fork_catalog.py`) and data prefix, with every reserved option from settings stripped first;
 2. each ancestor lake is attached READ_ONLY from that ancestor's *own* settings (its non-reserved
    args first, ours last so they win), never creating or migrating anything. An ancestor that is
    a fork is attached at its fork namespace; a root or shared ancestor at its configured one. Two
@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from dpone_dagster.config import DponeConfig, LakeConfig
+from dpone_dagster.confinement.status import check_fork_process
 from dpone_dagster.control.store import open_store
 from dpone_dagster.control.workspace_tables import is_current_incarnation
 from dpone_dagster.errors import LakeError
@@ -54,6 +55,7 @@ from dpone_dagster.lake.resolution.attach import (
     storage_secret_statement,
     strip_options,
 )
+from dpone_dagster.lake.resolution.fork_catalog import fork_catalog_location, prepare_catalog_folder
 from dpone_dagster.lake.resolution.naming import (
     ancestor_alias,
     fork_data_path,
@@ -120,7 +122,7 @@ def physical_lake(
             "forks refuse to run rather than write the shared catalog (share the lake instead)"
         )
     schema = fork_metadata_schema(workspace_id, settings.name, incarnation)
-    namespace = Namespace(base.sibling(schema), None) if base.kind == "duckdb" else Namespace(base, schema)
+    namespace = Namespace(fork_catalog_location(base, schema), None) if base.kind == "duckdb" else Namespace(base, schema)
     fork_path = fork_data_path(workspace_id, data_path, incarnation)
     return PhysicalLake(workspace_id, settings, namespace, fork_path, True, incarnation)
 
@@ -269,7 +271,8 @@ def _require_current(config: DponeConfig, workspace_id: str, incarnation: str) -
         )
 
 
-def _register(workspace_id: str, lake: str, own: LakeConfig, me: PhysicalLake, config: DponeConfig, ports: LakePorts) -> None:
+def register_place(workspace_id: str, lake: str, own: LakeConfig, me: PhysicalLake, config: DponeConfig, ports: LakePorts) -> None:
+    """Record the fork's own place in the cleanup ledger (before anything is created there)."""
     record = NamespaceRecord(
         workspace_id=workspace_id,
         ducklake_name=lake,
@@ -297,6 +300,7 @@ def resolve_workspace_lake(
     reads: ReadSet = None,
 ) -> ResolvedLake:
     """`reads` (see `lake/resolution/reads.py`): only those defer views are created; None = every table."""
+    check_fork_process(config)  # a fork's process is confined by the kernel, or warns (dpone_dagster/confinement)
     ports = ports or LakePorts()
     view = workspace_lake_view(workspace_id, lake, config, tracked_for(reads, CURRENT_SUFFIX))
     own = view.settings[workspace_id].settings
@@ -323,7 +327,8 @@ def resolve_workspace_lake(
     for warning in warnings:
         log.warning(warning)
 
-    _register(workspace_id, lake, own, me, config, ports)
+    register_place(workspace_id, lake, own, me, config, ports)
+    prepare_catalog_folder(me.namespace.catalog)  # after registration: the ledger covers the folder before it exists
     adapter = ports.catalogs.for_kind(me.namespace.catalog.kind)
     alias = lake_alias(lake)
     options = _target_options(me)

@@ -19,6 +19,9 @@ of SHA-256 as hex; `\\0` separates the hashed parts so no pair of inputs concate
 - `fork_data_path(ws, data_path, inc)` = `<storage root>/__wm_forks/<segment>/<path under root>`
   (`[\\0inc]` is hashed only for a non-empty incarnation)
 - `lake_alias(lake)`               = `lake_<lake>` (DuckDB reserves `main`, the default lake's name)
+- `fork_catalog_file(parent, stem)` = `<folder of parent>/<stem>/<stem>.ducklake` (a DuckDB-file
+  fork catalog in a folder of its own; `legacy_fork_catalog_file` = `<folder of parent>/<stem>.ducklake`,
+  where forks made before folders keep theirs: see `lake/resolution/fork.py` and docs/forks.md)
 
 What a reader could get wrong: the fork data prefix sits at the *storage root* (the bucket for
 `s3://`; the parent folder of the lake's directory for local paths), never under the parent's data
@@ -68,6 +71,19 @@ def fork_metadata_schema(workspace_id: str, lake: str, incarnation: str = "") ->
         f"{FORK_SCHEMA_PREFIX}{mangle(workspace_id, 24)}_{mangle(lake, 16)}_"
         f"{hash8(*_with_incarnation((workspace_id, lake), incarnation))}"
     )
+
+
+def fork_catalog_file(parent_catalog_file: str, stem: str) -> str:
+    """A fork's DuckDB catalog file: `<stem>/<stem>.ducklake` beside the parent's catalog file.
+
+    A folder of its own, so the kernel can let a fork's processes create and delete there (the
+    catalog's `.wal`) while the parent's catalog in the folder above stays read-only to them."""
+    return str(PurePosixPath(parent_catalog_file).parent / stem / f"{stem}.ducklake")
+
+
+def legacy_fork_catalog_file(parent_catalog_file: str, stem: str) -> str:
+    """Where fork catalogs made before `fork_catalog_file` sit: `<stem>.ducklake` beside the parent's."""
+    return str(PurePosixPath(parent_catalog_file).parent / f"{stem}.ducklake")
 
 
 def ancestor_alias(lake: str, ancestor_id: str) -> str:
