@@ -6,10 +6,11 @@
   only after the role is gone from PostgreSQL, so a retried `dpone fork drop` still finds it.
   Rows are written *before* the roles are created; `ready` is set once provisioning finished.
 
-What a reader could get wrong: `password` holds the generated password of a LOGIN role in clear
-text, because the fork's process must present it to PostgreSQL. Whoever can read this table can
-connect as any fork's roles (never as a lake owner: owner credentials are environment-variable
-references only). Restrict the control store accordingly; see docs/forks.md.
+What a reader could get wrong: `password` holds the generated password of a LOGIN role *sealed*
+(`fernet1:…`, see `control/role_passwords.py`) under a key kept outside the store; the fork's process
+unseals it to present it to PostgreSQL. Reading this table alone yields no password; a process
+with both the table and the key can connect as any fork's roles (never as a lake owner: owner
+credentials are environment-variable references only). See docs/forks.md.
 """
 
 from __future__ import annotations

@@ -14,6 +14,10 @@ model SQL; the plugin then
    local environment; `initialize` makes that class wrap its cursor in a `GuardedConnection`.
    This reaches into dbt-duckdb internals, so it is checked against the one reviewed version
    (`GUARDED_DBT_DUCKDB`) and the plugin refuses to start on any other (`lake.dbt_guard_unavailable`).
+   dbt-duckdb's `external` materialization and hooks write files with `COPY … TO` through that same
+   cursor, so their locations obey the guard's file rules: only the lake's own data path or the
+   temp folder (`lake.file_write_outside_namespace`). dbt *python* models are user Python and
+   beyond any SQL guard (kernel confinement covers them on the embedded default).
 
 The workspace is the configured one (`DPONE_WORKSPACE`, through `dpone_dagster.config`). The
 targets are the tables this dbt invocation will write; the Dagster dbt asset hands them over in

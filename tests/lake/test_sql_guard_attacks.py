@@ -81,17 +81,25 @@ def test_ancestor_maintenance_changes_the_parent_unless_guarded(forked):
             assert caught.value.code in ("lake.ancestor_maintenance", "lake.unmanaged_use"), sql
     assert _parent_state(env) == before
 
-    # No guard rule for these: DuckDB itself refuses writes through a READ_ONLY ancestor attach
-    # and its metadata catalog (if a DuckDB upgrade changes that, this turns red).
+    # No guard rule for the first two: DuckDB itself refuses writes through a READ_ONLY ancestor
+    # attach (if a DuckDB upgrade changes that, this turns red). Writes into a metadata catalog are
+    # refused by the guard as well (`lake.metadata_write`: the fork's own one is writable) and,
+    # for an ancestor's, by DuckDB beneath it.
     metadata = f"__ducklake_metadata_{ancestor}"
     with attached(env, FORK) as raw:
+        guard = GuardedConnection.for_lake(raw, resolved).guard
         for sql in (
             f"INSERT INTO {ancestor}.main.events VALUES (99)",
             f"DELETE FROM {metadata}.ducklake_data_file",
             f"INSERT INTO {metadata}.ducklake_snapshot SELECT * FROM {metadata}.ducklake_snapshot",
-            f"COPY FROM DATABASE lake_main TO {ancestor}",
+            f"COPY FROM DATABASE lake_main TO {ancestor}",  # last: its failure aborts the transaction
         ):
-            GuardedConnection.for_lake(raw, resolved).guard.check(sql)  # the guard lets them pass
+            if metadata in sql:
+                with pytest.raises(SqlGuardError) as caught:
+                    guard.check(sql)
+                assert caught.value.code == "lake.metadata_write"
+            else:
+                guard.check(sql)  # the guard lets them pass
             with pytest.raises(duckdb.Error, match="read-only"):
                 raw.execute(sql)
     assert _parent_state(env) == before

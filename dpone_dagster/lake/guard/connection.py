@@ -5,7 +5,13 @@ cursor) and runs `SqlGuard.check` before `execute`, `executemany`, `sql`, `query
 and `get_table_names`; `extract_statements` results are checked again when executed; relations it
 returns are `GuardedRelation`s whose string arguments (expressions, `query(name, sql)`) are checked
 too; `cursor()` and `duplicate()` return guarded connections; `load_extension`/`install_extension`
-are refused; `checkpoint()` is refused in a fork.
+are refused; `checkpoint()` is refused in a fork. Methods that name files or tables are ruled like
+the SQL they stand for: `write_parquet`/`to_parquet`/`write_csv`/`to_csv` write only inside the
+lake's own data path or the temp folder (`paths.FileRules`), `to_table`/`create`/`insert_into`/
+`create_view`/`to_view` and `append` never into a metadata catalog, `insert`/`update` not on a
+relation over one, and `read_csv`/`read_json`/`read_parquet` (and `from_*`) never open a database
+or catalog file. DuckLake maintenance on the own lake runs only after `verify_own_deletions` found
+every file it could delete inside the lake's data path.
 
 What a reader could get wrong: the wrapper is *allow-listed*. A DuckDB method not named below
 raises `lake.guarded_connection_method` instead of reaching the raw connection, so a new DuckDB
@@ -29,6 +35,9 @@ from dpone_dagster.lake.guard.checker import (
     SqlGuardError,
     UnparsableSqlError,
 )
+from dpone_dagster.lake.guard.deletions import verify_own_deletions
+from dpone_dagster.lake.guard.functions import READ_FUNCTIONS
+from dpone_dagster.lake.guard.paths import safe_file_name_part
 
 
 class GuardedMethodError(SqlGuardError, AttributeError):
@@ -42,9 +51,8 @@ _PASS_THROUGH = frozenset(
         "fetchnumpy", "fetch_arrow_table", "fetch_record_batch", "arrow", "df", "pl", "tf",
         "torch", "to_arrow_table", "to_arrow_reader", "description", "rowcount", "begin",
         "commit", "rollback", "close", "interrupt", "query_progress",
-        # relations from names, files and Python objects (names are not SQL)
-        "table", "view", "values", "read_csv", "read_json", "read_parquet", "from_csv_auto",
-        "from_parquet", "from_arrow", "from_df", "register", "unregister", "append",
+        # relations from names and Python objects (names are not SQL; files: see below)
+        "table", "view", "values", "from_arrow", "from_df", "register", "unregister",
         # types, functions, filesystems, profiling
         "array_type", "list_type", "map_type", "struct_type", "row_type", "union_type",
         "enum_type", "decimal_type", "string_type", "sqltype", "dtype", "type",
@@ -53,6 +61,23 @@ _PASS_THROUGH = frozenset(
         "disable_profiling", "get_profiling_information",
     }
 )  # fmt: skip
+
+
+_FILE_READERS = frozenset({"read_csv", "read_json", "read_parquet", "from_csv_auto", "from_parquet"})
+_FILE_WRITERS = frozenset({"write_parquet", "to_parquet", "write_csv", "to_csv"})
+_TABLE_WRITERS = frozenset({"to_table", "create", "insert_into", "create_view", "to_view"})
+_ROW_WRITERS = frozenset({"insert", "update"})
+
+
+def _strings(value: Any) -> list[str]:
+    items = value if isinstance(value, list | tuple) else [value]
+    return [item for item in items if isinstance(item, str)]
+
+
+def _first(args: tuple, kwargs: dict, *names: str) -> Any:
+    if args:
+        return args[0]
+    return next((kwargs[n] for n in names if n in kwargs), None)
 
 
 def _text(query: Any) -> str:
@@ -105,8 +130,29 @@ class GuardedConnection:
 
     def _sql(self, name: str, query: Any, *args: Any, **kwargs: Any) -> Any:
         text = _text(query)
-        self._guard.check(text)
+        if self._guard.check(text) and self._guard.own is not None:
+            verify_own_deletions(self._guard.own, self._fetch)
         return self._invoke(self, name, text, *args, **kwargs)
+
+    def _fetch(self, sql: str) -> list[tuple]:
+        """Rows of a query the guard itself runs on this connection (never user SQL)."""
+        self._invoke(self, "execute", sql)
+        return self._invoke(self, "fetchall")
+
+    def _read_files(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        for path in _strings(_first(args, kwargs, "path_or_buffer", "file_glob", "file_name")):
+            self._guard.files.check_read(path, expand=True)
+        return self._invoke(self, name, *args, **kwargs)
+
+    read_csv = functools.partialmethod(_read_files, "read_csv")
+    read_json = functools.partialmethod(_read_files, "read_json")
+    read_parquet = functools.partialmethod(_read_files, "read_parquet")
+    from_csv_auto = functools.partialmethod(_read_files, "from_csv_auto")
+    from_parquet = functools.partialmethod(_read_files, "from_parquet")
+
+    def append(self, table_name: str, *args: Any, **kwargs: Any) -> Any:
+        self._guard.check_table_name(table_name)
+        return self._invoke(self, "append", table_name, *args, **kwargs)
 
     def execute(self, query: Any, *args: Any, **kwargs: Any) -> Any:
         return self._sql("execute", query, *args, **kwargs)
@@ -131,6 +177,10 @@ class GuardedConnection:
 
     def table_function(self, name: str, *args: Any, **kwargs: Any) -> Any:
         self._guard.check_function_name(name)
+        if name.lower().rsplit(".", 1)[-1] in READ_FUNCTIONS:
+            for value in [*args, *kwargs.values()]:
+                for path in _strings(value):
+                    self._guard.files.check_read(path, expand=True)
         return self._invoke(self, "table_function", name, *args, **kwargs)
 
     def cursor(self) -> GuardedConnection:
@@ -188,10 +238,24 @@ class GuardedRelation:
         return self._invoke(self, "query", virtual_table_name, sql_query)
 
     def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        if name in _FILE_WRITERS:
+            target = _first(args, kwargs, "file_name")
+            if not isinstance(target, str):
+                raise SqlGuardError(f"{name}() needs a file name (a str) on a guarded relation")
+            self._guard.files.check_write(target, f"{name}()")
+            if isinstance(kwargs.get("filename_pattern"), str):
+                safe_file_name_part(kwargs["filename_pattern"], "filename_pattern")
+            args, kwargs = args[1:], {k: v for k, v in kwargs.items() if k != "file_name"}
+            return self._invoke(self, name, target, *args, **kwargs)
+        if name in _TABLE_WRITERS:
+            table = _first(args, kwargs, "table_name", "view_name")
+            if isinstance(table, str):
+                self._guard.check_table_name(table)
+        elif name in _ROW_WRITERS:
+            self._guard.check_table_name(self._invoke(self, "sql_query"))
         for value in [*args, *kwargs.values()]:
-            for item in value if isinstance(value, list | tuple) else [value]:
-                if isinstance(item, str):
-                    self._guard.check_fragment(item)
+            for item in _strings(value):
+                self._guard.check_fragment(item)
         return self._invoke(self, name, *args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:

@@ -55,6 +55,24 @@ class Token:
             return self.text[1:-1].replace("''", "'")
         return None
 
+    def text_value(self) -> str | None:
+        """The text a string literal or a quoted identifier stands for, as DuckDB reads it:
+        `'…'`, `$tag$…$tag$` and `"…"` here, `E'…'` by DuckDB itself (its escapes are DuckDB's
+        to define). None for anything else (numbers, names, `X''`/`B''` bit and blob literals)."""
+        if self.kind == "identifier" and self.text.startswith('"'):
+            return self.text[1:-1].replace('""', '"')
+        if self.kind != "string_const":
+            return None
+        plain = self.plain_literal()
+        if plain is not None:
+            return plain
+        if self.text.startswith("$"):
+            tag_end = self.text.index("$", 1) + 1
+            return self.text[tag_end : len(self.text) - tag_end]
+        if self.text[:2].upper() == "E'":
+            return _evaluate_literal(self.text)
+        return None
+
 
 def _comments_only(text: str) -> bool:
     """True when `text` is whitespace, `-- …` line comments and (nested) `/* … */` comments."""
@@ -159,22 +177,38 @@ _PARSER_LOCK = threading.Lock()
 _PARSER: duckdb.DuckDBPyConnection | None = None
 
 
+def _parser() -> duckdb.DuckDBPyConnection:
+    global _PARSER
+    if _PARSER is None:
+        _PARSER = duckdb.connect(
+            ":memory:",
+            config={
+                "enable_external_access": False,
+                "autoload_known_extensions": False,
+                "autoinstall_known_extensions": False,
+                "lock_configuration": True,
+            },
+        )
+    return _PARSER
+
+
+def _evaluate_literal(text: str) -> str:
+    """The value of one `E'…'` token (already cut by DuckDB's lexer, so nothing else runs)."""
+    with _PARSER_LOCK:
+        try:
+            value = _parser().execute("SELECT " + text).fetchone()[0]
+        except Exception:
+            raise UnparsableSqlError("DuckDB could not read an E'' string literal; it is refused") from None
+    if not isinstance(value, str):
+        raise UnparsableSqlError("an E'' literal that is not text is refused")
+    return value
+
+
 def statement_types(sql: str) -> list[str]:
     """DuckDB's statement types for `sql`, parsed on a private connection with external access
     off (DuckDB expands some statements, e.g. IMPORT DATABASE, while parsing)."""
-    global _PARSER
     with _PARSER_LOCK:
-        if _PARSER is None:
-            _PARSER = duckdb.connect(
-                ":memory:",
-                config={
-                    "enable_external_access": False,
-                    "autoload_known_extensions": False,
-                    "autoinstall_known_extensions": False,
-                    "lock_configuration": True,
-                },
-            )
         try:
-            return [statement.type.name for statement in _PARSER.extract_statements(sql)]
+            return [statement.type.name for statement in _parser().extract_statements(sql)]
         except Exception:
             raise UnparsableSqlError("DuckDB could not parse the SQL; it is refused unchecked") from None

@@ -8,8 +8,9 @@ Per fork and PostgreSQL lake, dpone provisions (with the lake's admin credential
   tables, and default privileges so tables DuckLake creates later (inlined data) stay readable.
   Every ancestor attach connects as the reader, so a DuckLake maintenance call, a `CHECKPOINT` or
   a raw INSERT into an ancestor's metadata tables is refused by PostgreSQL itself.
-Passwords are generated, stored in the control-store table `lake_catalog_role` and read at the
-moment an attach statement is rendered (`StoredRolePassword`), like every other credential here.
+Passwords are generated, stored *sealed* in the control-store table `lake_catalog_role` (under a
+key the store does not hold: `control/role_passwords.py`) and unsealed at the moment an attach
+statement is rendered (`StoredRolePassword`), into a DuckDB secret rather than the ATTACH text.
 Dropping a fork fences, then drops, its roles (`lake/lifecycle/role_retirement.py`).
 
 What a reader could get wrong: `RoleCatalogLocation.target` names the *reader* for every member of a
@@ -33,10 +34,11 @@ from typing import Protocol
 import sqlalchemy as sa
 
 from dpone_dagster.config import DponeConfig, LakeConfig, resolve_secret
+from dpone_dagster.control.role_passwords import is_sealed, role_key, seal, store_sealed, stored_passwords, unseal
 from dpone_dagster.control.role_tables import lake_catalog_role as role_table
 from dpone_dagster.control.store import open_store
 from dpone_dagster.errors import ConfigError, LakeError
-from dpone_dagster.lake.guard.statement import REDACTED, CredentialResolver, Secret, libpq_value, sql_string
+from dpone_dagster.lake.guard.statement import REDACTED, CredentialResolver, Secret, sql_string
 from dpone_dagster.lake.ports import Namespace
 from dpone_dagster.lake.resolution.attach import CatalogLocation
 from dpone_dagster.lake.resolution.naming import is_fork_schema
@@ -74,14 +76,14 @@ def role_name(kind: str, catalog_identity: str, schema: str) -> str:
 
 @dataclass(frozen=True)
 class StoredRolePassword(Secret):
-    """`password=<value>` inside the ATTACH literal, read from the control store when rendered.
-    `env_name` holds the role name (there is no environment variable behind it)."""
+    """A fork role's password as a SQL string (inside the DuckDB secret of the attach), read from
+    the control store and decrypted when rendered. `env_name` holds the role name (there is no
+    environment variable behind it)."""
 
     store_url: str = ""
 
     def render(self, *, redact: bool, credentials: CredentialResolver) -> str:
-        value = REDACTED if redact else libpq_value(read_password(self.store_url, self.env_name))
-        return "password=" + value.replace("'", "''")
+        return sql_string(REDACTED if redact else read_password(self.store_url, self.env_name))
 
 
 @dataclass(frozen=True)
@@ -96,8 +98,10 @@ class RoleCatalogLocation(CatalogLocation):
     reader: str = ""
 
     def uri_parts(self) -> tuple[str | Secret, ...]:
-        body = sql_string(f"ducklake:postgres:{self.base_target} user={self.attach_role}")[:-1]
-        return (body + " ", StoredRolePassword(self.attach_role, True, self.store_url), "'")
+        return (sql_string(f"ducklake:postgres:{self.base_target} user={self.attach_role}"),)
+
+    def password_part(self) -> Secret | None:
+        return StoredRolePassword(self.attach_role, False, self.store_url)
 
     def connect_password(self, credentials: CredentialResolver) -> str | None:
         """The reader's stored password, for a direct connection to `target` (catalog inspection)."""
@@ -105,13 +109,17 @@ class RoleCatalogLocation(CatalogLocation):
 
 
 def read_password(store_url: str, role: str) -> str:
+    """The role's password, unsealed (a row from before sealing is sealed in place on the way)."""
     with open_store(store_url).connect() as conn:
         value = conn.execute(
             sa.select(role_table.c.password).where(role_table.c.role_name == role)
         ).scalar()
     if not value:
         raise ForkRolesMissingError("a fork catalog role has no stored password; re-provision the fork")
-    return value
+    key = role_key(create=not is_sealed(value))
+    if not is_sealed(value):
+        store_sealed(store_url, {role: value}, key, only_if=value)
+    return unseal(value, key)
 
 
 def admin_location(settings: LakeConfig, base: CatalogLocation) -> CatalogLocation:
@@ -206,16 +214,6 @@ def fork_roles(base: CatalogLocation, schema: str) -> ForkRoles:
     return ForkRoles(*(role_name(kind, identity, schema) for kind in (WRITER, READER, GROUP)), identity)
 
 
-def _stored(store_url: str, roles: Sequence[str], *, ready_only: bool = False) -> dict[str, str | None]:
-    query = sa.select(role_table.c.role_name, role_table.c.password).where(
-        role_table.c.role_name.in_(list(roles))
-    )
-    if ready_only:
-        query = query.where(role_table.c.ready.is_(True))
-    with open_store(store_url).connect() as conn:
-        return {name: password for name, password in conn.execute(query).all()}
-
-
 def _mark_ready(store_url: str, roles: Sequence[str]) -> None:
     with open_store(store_url).begin() as conn:
         conn.execute(role_table.update().where(role_table.c.role_name.in_(list(roles))).values(ready=True))
@@ -251,15 +249,18 @@ def provision(me: PhysicalLake, ancestors: Sequence[PhysicalLake], config: Dpone
     store = config.control_store
     now = datetime.now(UTC).isoformat()
     admin_json = json.dumps({"target": admin.target, "password_env": admin.password_env}, sort_keys=True)
-    known = _stored(store, [roles.writer, roles.reader])
+    key = role_key(config.state_path, create=True)
+    known = stored_passwords(store, [roles.writer, roles.reader])
+    fresh = {role: _new_password() for role in (roles.writer, roles.reader) if not known.get(role)}
     common = dict(catalog=roles.identity, workspace_id=me.workspace_id, lake=me.settings.name,
                   metadata_schema=schema, admin=admin_json, created_at=now)
     _record(store, [
-        dict(common, role_name=roles.writer, kind=WRITER, password=known.get(roles.writer) or _new_password()),
-        dict(common, role_name=roles.reader, kind=READER, password=known.get(roles.reader) or _new_password()),
-        dict(common, role_name=roles.group, kind=GROUP, password=None),
-    ])
-    passwords = _stored(store, [roles.writer, roles.reader])
+        dict(common, role_name=role, kind=kind, password=seal(fresh.get(role) or known[role], key))
+        for role, kind in ((roles.writer, WRITER), (roles.reader, READER))
+    ] + [dict(common, role_name=roles.group, kind=GROUP, password=None)])
+    # a row whose password this key cannot open gets the new one (ALTER ROLE below sets it)
+    store_sealed(store, {role: fresh[role] for role in fresh if role in known}, key)
+    passwords = stored_passwords(store, [roles.writer, roles.reader])
     try:
         conn = connect_admin(admin)
     except ConfigError:
@@ -314,7 +315,7 @@ def confine(
     if base.kind != "postgres" or isinstance(base, RoleCatalogLocation):
         return me, list(ancestors), []
     roles = fork_roles(base, me.namespace.schema or "")
-    stored = _stored(config.control_store, [roles.writer, roles.reader], ready_only=True)
+    stored = stored_passwords(config.control_store, [roles.writer, roles.reader], ready_only=True)
     if not (stored.get(roles.writer) and stored.get(roles.reader)):
         roles = provision(me, ancestors, config)
 

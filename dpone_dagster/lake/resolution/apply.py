@@ -248,9 +248,11 @@ class ResolvedLake:
     def target_attach(self) -> Statement:
         """The target ATTACH as run: plain `ATTACH`, so an alias already taken fails instead of
         being kept silently (`ATTACH IF NOT EXISTS` would keep whatever is attached there)."""
-        head, *rest = self.target.parts
-        if isinstance(head, str) and head.startswith("ATTACH IF NOT EXISTS "):
-            return Statement(("ATTACH " + head.removeprefix("ATTACH IF NOT EXISTS "), *rest))
+        parts = list(self.target.parts)  # a catalog password's secret may precede the ATTACH
+        for index, part in enumerate(parts):
+            if isinstance(part, str) and "ATTACH IF NOT EXISTS " in part:
+                parts[index] = part.replace("ATTACH IF NOT EXISTS ", "ATTACH ", 1)
+                return Statement(tuple(parts))
         return self.target
 
     def _attach_target(self, conn, credentials: CredentialResolver | None) -> None:

@@ -4,10 +4,18 @@ Each lake is attached with `ATTACH IF NOT EXISTS 'ducklake:<catalog>' AS <alias>
 options come from the lake's settings (`attach_args`) followed by the options this project owns, so
 that under DuckDB's rule for duplicated options — the *last* occurrence wins, silently — ours win.
 
+A PostgreSQL catalog's password never appears in the ATTACH text (which `duckdb_databases()`
+shows to any SQL on the connection): the statement first creates a temporary DuckDB secret of
+TYPE postgres holding only the password, and the ATTACH names it with `META_SECRET`; DuckDB's
+postgres scanner merges it with the libpq string's host, database and user.
+
 What a reader could get wrong: stripping is by option name in any letter case; keeping a
 settings-supplied `DATA_PATH` before ours is not enough, because whoever renders the statement
 later could append options after ours. That is why reserved options are removed, not merely
-overridden. (User SQL never attaches: `sql_guard.py` refuses every ATTACH/DETACH in it.)
+overridden. (User SQL never attaches: `lake/guard/checker.py` refuses every ATTACH/DETACH in it.)
+An attach statement with a catalog password is two SQL statements in one text (secret, then
+ATTACH), run by one `execute`; `duckdb_secrets()` shows the secret redacted, and user SQL may not
+call it (`lake/guard/functions.py`).
 """
 
 from __future__ import annotations
@@ -110,12 +118,17 @@ class CatalogLocation:
     password_env: str | None = None
 
     def uri_parts(self) -> tuple[str | Secret, ...]:
-        """The parts of the quoted `'ducklake:…'` literal, the password as a secret reference."""
+        """The parts of the quoted `'ducklake:…'` literal. A PostgreSQL password is not among them
+        (`password_part`); MySQL, whose scanner is not shipped, keeps it in the libpq string."""
         prefix = {"duckdb": "", "postgres": "postgres:", "sqlite": "sqlite:", "mysql": "mysql:"}[self.kind]
         body = sql_string(f"ducklake:{prefix}{self.target}")[:-1]
-        if self.password_env and self.kind in ("postgres", "mysql"):
+        if self.password_env and self.kind == "mysql":
             return (body + " ", Secret(self.password_env, in_libpq_literal=True), "'")
         return (body + "'",)
+
+    def password_part(self) -> Secret | None:
+        """The PostgreSQL catalog password as a reference, rendered into a DuckDB secret."""
+        return Secret(self.password_env) if self.password_env and self.kind == "postgres" else None
 
     def connect_password(self, credentials: CredentialResolver) -> str | None:
         """The password a direct connection (not an ATTACH) presents, read at the moment of use."""
@@ -155,8 +168,19 @@ def absolute_data_path(data_path: str, project_root: Path) -> str:
 
 
 def attach_statement(location: CatalogLocation, alias: str, options: Options) -> Statement:
+    """`ATTACH IF NOT EXISTS 'ducklake:…' AS alias (options)`, preceded by the temporary secret
+    that carries the catalog password when there is one (see module docstring)."""
+    password = location.password_part()
+    uri = location.uri_parts()
+    if password is not None:
+        shown = "".join(p if isinstance(p, str) else "" for p in uri)
+        name = "__dpone_pg_" + hashlib.sha256(f"{alias}\0{shown}".encode()).hexdigest()[:8]
+        options = (*strip_options(options, frozenset({"META_SECRET"})), ("META_SECRET", name))
     tail = f" AS {quote_ident(alias)}" + (f" ({render_options(options)})" if options else "")
-    return Statement(("ATTACH IF NOT EXISTS ", *location.uri_parts(), tail))
+    if password is None:
+        return Statement(("ATTACH IF NOT EXISTS ", *uri, tail))
+    head = f"CREATE OR REPLACE TEMPORARY SECRET {name} (TYPE postgres, PASSWORD "
+    return Statement((head, password, "); ATTACH IF NOT EXISTS ", *uri, tail))
 
 
 S3_ACCESS = ("owner", "read", "fork")
