@@ -40,10 +40,10 @@ from dpone_dagster.lake.resolution.plan import (
     DEFAULT_SCHEMA,
     LIVE_VIEWS_SQL,
     DeferPlan,
-    DeferView,
     LiveViews,
     TableName,
 )
+from dpone_dagster.lake.resolution.views import View
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +119,7 @@ class ResolvedLake:
     """Reads the live views without a session (opens the fork catalog apart); inspection only."""
     metadata_catalog: str = ""
     """Where the session finds the fork's catalog tables once attached (DuckDB-file catalogs)."""
-    on_missing: Callable[[Sequence[DeferView]], None] | None = field(default=None, compare=False, repr=False)
+    on_missing: Callable[[Sequence[View]], None] | None = field(default=None, compare=False, repr=False)
     """Told which defer views lost their source (the owner's table no longer exists); fork
     resolution records those tables as `missing`."""
     fence: Callable[[], None] | None = field(default=None, compare=False, repr=False)
@@ -141,7 +141,7 @@ class ResolvedLake:
         return self.defer.transition(self._planned_live)
 
     @property
-    def views(self) -> tuple[DeferView, ...]:
+    def views(self) -> tuple[View, ...]:
         """Defer views to create or re-point (those live with the same definition are left alone)."""
         return self.defer.views(self._planned_live)
 
@@ -149,7 +149,7 @@ class ResolvedLake:
         names = self.transition if transition is None else transition
         return [Statement.of(f"DROP VIEW {name.qualified(self.alias)}") for name in names]
 
-    def _view_statements(self, views: Sequence[DeferView]) -> list[Statement]:
+    def _view_statements(self, views: Sequence[View]) -> list[Statement]:
         if not views:
             return []
         schemas = sorted({view.name.schema for view in views} - {DEFAULT_SCHEMA})
@@ -232,7 +232,7 @@ class ResolvedLake:
             self._create_views(conn, kept, credentials)
         return warnings
 
-    def _create_views(self, conn, views: Sequence[DeferView], credentials: CredentialResolver | None) -> None:
+    def _create_views(self, conn, views: Sequence[View], credentials: CredentialResolver | None) -> None:
         """All views in one transaction (one catalog commit), rolled back as a whole on failure."""
         statements = self._view_statements(views)
         if not statements:
@@ -345,7 +345,7 @@ _EXISTING_SQL = (
 )
 
 
-def _split_missing(conn, views: Sequence[DeferView]) -> tuple[list[DeferView], list[DeferView]]:
+def _split_missing(conn, views: Sequence[View]) -> tuple[list[View], list[View]]:
     """(views whose source exists in its owner's attach, views whose source does not): one query,
     but a slow one (≈ 0.3 s over three attached lakes of 200 tables), hence only after a failure."""
     if not views:

@@ -119,7 +119,7 @@ def _in_list(keys: Sequence[str]) -> str:
 class PartitionView:
     """The union view at `name` in a fork that built some partitions of it.
 
-    Same interface as `defer.DeferView` (the defer plan compares and creates both). `owner_alias`
+    A `views.View`, like `plan.DeferView` (the defer plan compares and creates both). `owner_alias`
     is the nearest owning ancestor's attach, or the fork's own alias when no ancestor owns the table
     (then the view shows the fork's partitions only); `source` is the table read at the owner.
     """

@@ -25,7 +25,8 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 
 from dpone_dagster.errors import LakeError
-from dpone_dagster.lake.resolution.plan import DeferView, TableName, parse_targets
+from dpone_dagster.lake.resolution.plan import TableName, parse_targets
+from dpone_dagster.lake.resolution.views import View
 
 READS_ENV = "DPONE_DBT_READS"
 """The dbt plugin's read set: comma-separated `schema.table`; unset = every table (no read set)."""
@@ -40,7 +41,7 @@ def parse_reads(reads: Sequence[str] | None) -> ReadSet:
     return frozenset(parse_targets(tuple(reads)))
 
 
-def keep_read(views: Iterable[DeferView], reads: ReadSet) -> list[DeferView]:
+def keep_read(views: Iterable[View], reads: ReadSet) -> list[View]:
     """The defer views a job with read set `reads` needs (all of them without a read set)."""
     views = list(views)
     if reads is None:
