@@ -1,0 +1,1 @@
+select range as id from range(4)
