@@ -42,6 +42,7 @@ from dagster import (
 from dagster._core.definitions.executor_definition import _core_in_process_executor_creation
 
 from dpone_dagster.config import load_config
+from dpone_dagster.confinement.status import check_fork_process
 from dpone_dagster.errors import WorkspaceError
 
 WORKSPACE_TAG = "dpone/workspace"
@@ -61,8 +62,11 @@ class WorkspaceNotThisDeploymentError(WorkspaceError):
 
 
 def deployment_workspace() -> str:
-    """The workspace this process acts for (its configuration's; fixed for the process's life)."""
-    return load_config().workspace
+    """The workspace this process acts for (its configuration's; fixed for the process's life).
+    In a fork, an unconfined process warns once or, with `forks.require_confinement`, is refused."""
+    config = load_config()
+    check_fork_process(config)  # dpone_dagster/confinement: the code location's load passes here
+    return config.workspace
 
 
 def workspace_tags() -> dict[str, str]:
