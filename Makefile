@@ -18,7 +18,7 @@ export DPONE_CONNECTION_FLOW_LAKE ?= flow_lake.duckdb
 # lake, real compile) on one worker, each other file on one worker, and hands the longest groups out first.
 PYTEST_WORKERS ?= 2
 
-.PHONY: install demo test dev bench screenshots check-defs clean
+.PHONY: install demo test lint regen check-generated dev bench screenshots check-defs clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,6 +32,22 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
+
+# ruff, configured in pyproject.toml ([tool.ruff*]): E, F, I, W, pandas banned, module-level duckdb/dbt
+# banned in the package outside the modules whose job they are. Line length is 120 for new code, but
+# E501 is held at today's longest line (lint.pycodestyle.max-line-length = 294) until the long-line
+# pass lands (717 lines over 120 when this was written); then that setting goes and 120 applies.
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+# Every generated file (contract vectors, docs/authority.md schema reference, docs/errors.md, flow
+# packs, definitions snapshot, real release golden tree): devtools/regen.py. Review the diff after
+# `make regen`; `make check-generated` writes nothing and fails naming each stale file.
+regen: $(STAMP)
+	$(BIN)/python -m devtools.regen
+
+check-generated: $(STAMP)
+	$(BIN)/python -m devtools.regen --check
 
 dev: $(STAMP)
 	$(BIN)/dpone prepare
