@@ -93,3 +93,15 @@ def test_errored_models_are_named_by_their_lake_table():
     ]
     assert failed_tables(_Invocation(results), manifest) == ["marts.fct_orders"]
     assert failed_tables(_Invocation(None), manifest) == []
+
+
+def test_a_missing_dbt_project_names_the_setting_that_points_at_it(tmp_path, monkeypatch):
+    """No dbt_project.yml where `dbt_project_dir` points: the refusal names the setting, not a path."""
+    from dpone_dagster.integration.dbt.project import DbtProjectError, configured_dbt_project
+
+    monkeypatch.setenv("DPONE_PROJECT_ROOT", str(tmp_path))
+    with pytest.raises(DbtProjectError) as refused:
+        configured_dbt_project()
+    assert refused.value.code == "dbt.project_missing"
+    assert "`dbt_project_dir`" in refused.value.message
+    assert str(tmp_path) not in refused.value.message
