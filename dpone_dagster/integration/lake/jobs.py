@@ -13,7 +13,7 @@
   (in `prod` every table is `own`).
 
 Both jobs carry the `dpone/workspace` job tag of the deployment, read when the code location loads
-(`build_*` is called by `dpone_dagster.defs.lake.defs`).
+(`build_*` is called once per workspace by `integration.lake.definitions.fork_lake_definitions`).
 
 What a reader could get wrong: the observation job reports the `ducklake` resource's workspace,
 which is the code location's (`DPONE_WORKSPACE`), not a run-config choice. The drop job's

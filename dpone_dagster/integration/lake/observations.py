@@ -7,9 +7,9 @@ returns one observation per asset, with the same metadata keys a materialization
 workspace, lake, table, namespace, fork_state, fork_owner (deferred only), snapshot_id (when known).
 
 What a reader could get wrong: the assets are found in the code location the job or sensor runs in
-(`context.repository_def`: any asset with the `ducklake` kind, the synthetic dbt models and a team's
-own dbt project alike), never by importing the dbt definitions: `defs/dbt` imports this package
-(for `DuckLakeResource`), so `defs/lake` importing `defs/dbt` would be an import circle.
+(`context.repository_def`: any asset with the `ducklake` kind, from any dbt project or any other
+asset factory alike), never by importing asset definitions: the lake's jobs and sensor are shared by
+every dbt project of a location (`integration/lake/definitions.py`) and know none of them.
 """
 
 from __future__ import annotations
