@@ -26,7 +26,8 @@ _TIMER = (
     "import importlib, time\n"
     "start = time.perf_counter()\n"
     "from dagster import Definitions\n"
-    "defs = Definitions.merge(*(importlib.import_module(m).defs for m in {modules!r}))\n"
+    "loaded = [importlib.import_module(m) for m in {modules!r}]\n"
+    "defs = Definitions.merge(*(m.build_defs() if hasattr(m, 'build_defs') else m.defs for m in loaded))\n"
     "defs.get_repository_def()\n"
     "print(time.perf_counter() - start)\n"
 )
