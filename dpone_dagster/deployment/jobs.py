@@ -1,7 +1,8 @@
 """One Dagster job per task of an installed release; each asks the standard runtime to start its task.
 
-Each job has a single op that builds the standard runtime launcher for this run (real, ledgered
-ports: `dpone_dagster.release.runtime.ports`) and calls it. Admission decides before any port:
+Each task has one op that builds the standard runtime launcher for this run (real, ledgered ports:
+`dpone_dagster.release.runtime.ports`) and calls it; a task's job runs the ops of the pre-hooks it
+depends on first (`family_jobs`). Admission decides before any port:
 
 - a refusal (every development-family task) is persisted (a `runtime_denials` row in the control
   store and the release state Installed → Denied, through `ReleaseDenials`), tagged on the run
@@ -19,6 +20,7 @@ a cache altered between the two makes the run fail to load instead of starting.
 """
 
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,10 +61,52 @@ class FamilyRelease:
     lake_dir: Path | None
 
 
-def task_job(task: DormantTask, name: str, runtime: DeploymentRuntime, family: FamilyRelease) -> dg.JobDefinition:
-    """The job that asks the standard runtime to start `task`."""
-    description = _describe(task)
-    job_tags = {
+def family_jobs(
+    tasks: Sequence[DormantTask], names: Sequence[str], runtime: DeploymentRuntime, family: FamilyRelease
+) -> list[dg.JobDefinition]:
+    """One job per task (named by `names`); each runs its task after the pre-hooks it runs after.
+
+    A task's pre-hooks (transitively, in the workload's hook order) are ops of its job that its op
+    waits for, so a flow never runs before its pre-hooks, even on a fresh lake; a refused or failed
+    hook stops the job before the task. Every task has one op definition, shared by every job that
+    runs it (Dagster needs one definition per op name).
+    """
+    named = list(zip(tasks, names, strict=True))
+    ops = {task.label: _start_op(task, name, runtime, family) for task, name in named}
+    hooks = {(task.runtime_task.workload_id, task.runtime_task.hook_id): task for task, _ in named if task.runtime_task.hook_id}
+    return [_task_job(task, name, ops, _upstream_hooks(task, hooks)) for task, name in named]
+
+
+def _task_job(task: DormantTask, name: str, ops: Mapping[str, dg.OpDefinition], upstream: Sequence[DormantTask]) -> dg.JobDefinition:
+    @dg.job(name=name, description=_describe(task), tags=_tags(task), metadata=task.metadata())
+    def _job() -> None:
+        done: dict[str, object] = {}
+        for hook in upstream:
+            done[hook.runtime_task.hook_id] = _after(ops[hook.label], [done[d] for d in hook.upstream_hooks])
+        _after(ops[task.label], [done[d] for d in task.upstream_hooks])
+
+    return _job
+
+
+def _after(op: dg.OpDefinition, upstream: list) -> object:
+    return op(after=upstream) if upstream else op()
+
+
+def _upstream_hooks(task: DormantTask, hooks: Mapping[tuple[str, str], DormantTask]) -> list[DormantTask]:
+    """The pre-hooks `task` runs after, transitively, in the workload's hook order."""
+    workload = task.runtime_task.workload_id
+    needed: set[str] = set()
+    pending = list(task.upstream_hooks)
+    while pending:
+        hook_id = pending.pop()
+        if hook_id not in needed:
+            needed.add(hook_id)
+            pending.extend(hooks[(workload, hook_id)].upstream_hooks)
+    return [hooks[(workload, hook_id)] for hook_id in task.hook_order if hook_id in needed]
+
+
+def _tags(task: DormantTask) -> dict[str, str]:
+    return {
         f"{TAG_PREFIX}family": task.family,
         f"{TAG_PREFIX}task_kind": task.kind.value,
         f"{TAG_PREFIX}workload": task.runtime_task.workload_id[:255],
@@ -71,7 +115,11 @@ def task_job(task: DormantTask, name: str, runtime: DeploymentRuntime, family: F
         f"{TAG_PREFIX}workspace": load_config().workspace,
     }
 
-    @dg.op(name=f"start__{name}", description=description, tags=job_tags)
+
+def _start_op(task: DormantTask, name: str, runtime: DeploymentRuntime, family: FamilyRelease) -> dg.OpDefinition:
+    """The op that asks the standard runtime to start `task` once every op wired to `after` has succeeded."""
+
+    @dg.op(name=f"start__{name}", description=_describe(task), tags=_tags(task), ins={"after": dg.In(dg.Nothing)})
     def start_task(context: OpExecutionContext) -> dg.Output:
         states = ReleaseStateMachine(open_store(runtime.settings.control_store_url), runtime.clock)
         launcher = runtime_launcher(
@@ -112,11 +160,7 @@ def task_job(task: DormantTask, name: str, runtime: DeploymentRuntime, family: F
         }
         return dg.Output(None, metadata=metadata)
 
-    @dg.job(name=name, description=description, tags=job_tags, metadata=task.metadata())
-    def _job() -> None:
-        start_task()
-
-    return _job
+    return start_task
 
 
 def _counts(context: OpExecutionContext, runtime: DeploymentRuntime) -> dict[str, int]:

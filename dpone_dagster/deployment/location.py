@@ -8,7 +8,10 @@ beside it; it re-verifies every installed byte of both, and shows each task as a
   refused by the standard runtime admission before any port (see `dpone_dagster.deployment.jobs`);
 - synthetic-family tasks (ordinary, pre-hook), named `synthetic__…`, tagged `dpone/family=synthetic`:
   launching one runs it for real (init-fetch, credentials by alias, source read, writer into the
-  synthetic runtime's own lake).
+  synthetic runtime's own sandboxed lake).
+
+A task's job runs the pre-hooks it depends on first (ops wired in dependency order), so a flow's
+runtime never starts before its pre-hooks, even on a fresh lake.
 
 - No protected target yet, or nothing activated yet: the location loads with no jobs.
 - An installed release fails integrity verification: the location does not load, and the UI shows
@@ -35,7 +38,7 @@ from dpone_dagster.deployment.active import (
     load_synthetic_release,
     read_only_cache,
 )
-from dpone_dagster.deployment.jobs import DeploymentRuntime, FamilyRelease, task_job
+from dpone_dagster.deployment.jobs import DeploymentRuntime, FamilyRelease, family_jobs
 from dpone_dagster.release.platform.settings import ReleaseSettings, release_settings
 from dpone_dagster.release.platform.target import PlatformError, ProtectedTarget
 from dpone_dagster.release.runtime.catalog import dormant_tasks, job_names, synthetic_tasks
@@ -65,13 +68,13 @@ def build_definitions(settings: ReleaseSettings, *, clock: Clock | None = None) 
     if installed is not None:
         release = FamilyRelease(installed.bundle, installed_admission_view(installed), lake_dir=None)
         tasks = dormant_tasks(installed.bundle)
-        jobs += [task_job(task, name, runtime, release) for task, name in zip(tasks, job_names(tasks), strict=True)]
+        jobs += family_jobs(tasks, job_names(tasks), runtime, release)
     if synthetic is not None and settings.runs_synthetic_runtime:
         release = FamilyRelease(synthetic, synthetic.admission_view(), lake_dir=settings.synthetic_runtime_root / "lake")
         tasks = synthetic_tasks(synthetic.ordinary)
-        names = [SYNTHETIC_JOB_PREFIX + name for name in job_names(tasks)]
-        jobs += [task_job(task, name, runtime, release) for task, name in zip(tasks, names, strict=True)]
+        jobs += family_jobs(tasks, [SYNTHETIC_JOB_PREFIX + name for name in job_names(tasks)], runtime, release)
     return dg.Definitions(jobs=jobs)
+
 
 
 def location_definitions() -> dg.Definitions:

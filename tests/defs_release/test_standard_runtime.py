@@ -3,6 +3,8 @@ reach a port. Service level (counting ports) and through the Dagster jobs of the
 
 from __future__ import annotations
 
+import hashlib
+import shutil
 from collections import Counter
 
 import dagster as dg
@@ -31,6 +33,8 @@ from dpone_dagster.release.runtime.admission import (
 )
 from dpone_dagster.release.runtime.catalog import dormant_tasks, synthetic_tasks
 from dpone_dagster.release.runtime.ports import AccessLedger
+from dpone_dagster.release.runtime.synthetic_campaign import compose_synthetic_release, shipped_source
+from dpone_dagster.release.source.snapshot import open_source
 from dpone_dagster.release.state import ReleaseDenials, ReleaseState, ReleaseStateMachine
 
 LAKE_ENV = {"DPONE_CONNECTION_ORDERS_SOURCE": "orders_source.duckdb", "DPONE_CONNECTION_FLOW_LAKE": "flow_lake.duckdb"}
@@ -126,13 +130,26 @@ def test_synthetic_tasks_are_refused_on_a_target_not_declared_synthetic(released
 def test_the_synthetic_release_is_its_own_closed_family(released, env_of):
     installed, synthetic = _releases(env_of(released))
     assert synthetic.release_id != installed.bundle.release_id
-    assert {w.pack_id for w in synthetic.ordinary} == {w.pack_id for w in installed.bundle.ordinary}
     with pytest.raises(IntegrityError) as raised:
         open_bundle(synthetic.members)
     assert raised.value.code == "release.not_development_family"
     with pytest.raises(DispatchError) as refused:
         read_production_document(synthetic.members[PARENT_PATH])
     assert refused.value.code == "dispatch.family_refused"
+
+
+def test_the_synthetic_release_is_never_derived_from_the_development_release(released, env_of):
+    """Issue 20 item 1: the synthetic family runs the platform's pinned campaign, never development data."""
+    installed, synthetic = _releases(env_of(released))
+    with shipped_source() as path, open_source(path) as tree:
+        assert synthetic.release_id == compose_synthetic_release(tree).release_id
+    development = installed.bundle
+    assert set(synthetic.parent.constituents).isdisjoint(c.constituent_id for c in development.parent.ordinary_constituents)
+
+    def source_blobs(members):
+        return {hashlib.sha256(data).hexdigest() for path, data in members.items() if path.startswith("sources/")}
+
+    assert source_blobs(synthetic.members).isdisjoint(source_blobs(development.members))
 
 
 # ------------------------------------------------------------------ through the Dagster jobs
@@ -182,17 +199,71 @@ def test_one_deployment_runs_synthetic_tasks_and_refuses_development_tasks(copie
     assert states.history(denials[0].release_id)[-1].detail.find("deployment_run") >= 0
 
 
-def test_a_pre_hook_then_its_runtime_run_in_order(copied_release, env_of, monkeypatch):
+def _steps(result: dg.ExecuteInProcessResult) -> list[str]:
+    return [e.step_key for e in result.all_events if e.event_type_value == "STEP_SUCCESS"]
+
+
+def test_on_a_fresh_lake_a_flow_job_runs_its_pre_hooks_first(copied_release, env_of, monkeypatch):
+    """Issue 20 item 9: a flow never starts before its pre-hooks (daily_revenue's needs the schema its hook makes)."""
     setup = env_of(copied_release)
     for key, value in LAKE_ENV.items():
         monkeypatch.setenv(key, value)
+    assert not (setup.settings.synthetic_runtime_root / "lake" / "flow_lake.duckdb").exists()
     jobs = _jobs(setup)
     with dg.instance_for_test() as instance:
-        hook = jobs["synthetic__pre_hook__weekly_revenue__ensure_marts"].execute_in_process(instance=instance, raise_on_error=False)
-        assert hook.success
-        runtime = jobs["synthetic__ordinary__weekly_revenue"].execute_in_process(instance=instance, raise_on_error=False)
-        assert runtime.success
-        assert _step_output_metadata(runtime)["rows: flow_marts.weekly_revenue"] > 0
+        revenue = jobs["synthetic__ordinary__daily_revenue"].execute_in_process(instance=instance, raise_on_error=False)
+        assert revenue.success, _failure(revenue).error.message
+        assert _steps(revenue) == ["start__synthetic__pre_hook__daily_revenue__ensure_marts", "start__synthetic__ordinary__daily_revenue"]
+        metadata = _output_metadata(revenue, "start__synthetic__ordinary__daily_revenue")
+        assert metadata["rows: flow_marts.daily_revenue"] > 0
+        funnel = jobs["synthetic__ordinary__status_funnel"].execute_in_process(instance=instance, raise_on_error=False)
+        assert _steps(funnel) == [
+            "start__synthetic__pre_hook__status_funnel__ensure_staging",
+            "start__synthetic__pre_hook__status_funnel__clear_staging",
+            "start__synthetic__ordinary__status_funnel",
+        ]
+        clear = jobs["synthetic__pre_hook__status_funnel__clear_staging"].execute_in_process(instance=instance, raise_on_error=False)
+        assert _steps(clear) == ["start__synthetic__pre_hook__status_funnel__ensure_staging", "start__synthetic__pre_hook__status_funnel__clear_staging"]
+    lake = setup.settings.synthetic_runtime_root / "lake" / "flow_lake.duckdb"
+    with duckdb.connect(str(lake), read_only=True) as conn:
+        assert conn.execute("select sum(orders) from flow_marts.status_funnel").fetchone()[0] == 240
+        assert conn.execute("select count(*) from flow_staging.order_statuses").fetchone()[0] == 0  # cleared after the run
+
+
+def _output_metadata(result: dg.ExecuteInProcessResult, step: str) -> dict:
+    event = next(e for e in result.all_events if e.event_type_value == "STEP_OUTPUT" and e.step_key == step)
+    return {k: v.value for k, v in event.event_specific_data.metadata.items()}
+
+
+def test_a_synthetic_job_cannot_write_outside_its_lake_even_with_the_capture_check_removed(
+    copied_release, env_of, monkeypatch, tmp_path
+):
+    """Issue 20 item 1, the floor: a hostile line that capture did NOT check still cannot leave the lake."""
+    from devtools.pack_fixtures import rewrite_packs
+    from dpone_dagster.release.build import packs
+    from dpone_dagster.release.runtime.synthetic_release import SyntheticReleaseStore
+
+    setup = env_of(copied_release)
+    for key, value in LAKE_ENV.items():
+        monkeypatch.setenv(key, value)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    hostile = f"copy (select 42 as leaked) to '{outside}/leak.csv';\n"
+    root = tmp_path / "campaign"
+    with shipped_source() as path:
+        shutil.copytree(path, root)
+    sql = root / "flows/daily_revenue/sql/daily_revenue.sql"
+    sql.write_text(sql.read_text() + hostile)
+    checked = packs.flow_sql_writes
+    monkeypatch.setattr(packs, "flow_sql_writes", lambda text, where: checked(text.replace(hostile, ""), where))  # check removed
+    rewrite_packs(root, check=False)
+    with open_source(root) as tree:
+        SyntheticReleaseStore(setup.settings.synthetic_runtime_root).install(compose_synthetic_release(tree, pinned_digest=tree.snapshot.digest))
+    with dg.instance_for_test() as instance:
+        result = _jobs(setup)["synthetic__ordinary__daily_revenue"].execute_in_process(instance=instance, raise_on_error=False)
+        assert not result.success
+        assert "[runtime.statement_failed]" in _failure(result).error.message
+    assert list(outside.iterdir()) == []
 
 
 @pytest.mark.parametrize(

@@ -281,7 +281,7 @@ def installed_release(context: AssetExecutionContext, published_release: StagedR
         result = pipeline.install(
             bundle.release_id, authority=authority, materialization=materialization, activation=activation
         )
-        synthetic_runtime = install_synthetic_runtime(context.resources, bundle)
+        synthetic_runtime = install_synthetic_runtime(context.resources)
     return dg.MaterializeResult(
         metadata={
             **gate.report_metadata(),

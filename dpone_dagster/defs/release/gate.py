@@ -7,7 +7,8 @@
   gate again, refusing with `release.rollout_blocked` if it does not pass (so selecting the install
   stage alone cannot skip it), and the metadata that links the acceptance report.
 - `install_synthetic_runtime(...)`: embedded default only, after activation: the executable
-  synthetic-family release of the same ordinary workloads, installed into the synthetic runtime.
+  synthetic-family release of the platform's pinned synthetic campaign (never of the development
+  release), installed into the synthetic runtime.
 
 What a reader could get wrong: the blocking check `rollout_gate` on `published_release` evaluates the
 release bytes fetched back from the registry, exactly what installation will fetch; the install
@@ -35,7 +36,7 @@ from dpone_dagster.release.runtime.gate import (
     evaluate_rollout_gate,
     write_acceptance_report,
 )
-from dpone_dagster.release.runtime.synthetic_release import SyntheticReleaseStore, synthetic_bundle_from
+from dpone_dagster.release.runtime.synthetic_campaign import install_synthetic_campaign
 from dpone_dagster.release.state import ReleaseDenials
 
 
@@ -107,16 +108,15 @@ def active_gate(resources, pipeline: ReleasePipeline, *, run_id: str) -> tuple[I
     return installed, result
 
 
-def install_synthetic_runtime(resources, bundle: ReleaseBundle) -> dict[str, dg.RawMetadataValue]:
-    """Embedded default only: install the synthetic-family release of `bundle`'s ordinary workloads."""
+def install_synthetic_runtime(resources) -> dict[str, dg.RawMetadataValue]:
+    """Embedded default only: install the platform's pinned synthetic campaign (never the development release)."""
     platform = resources.authority_platform
     root = platform.settings.synthetic_runtime_root
-    if root is None or not platform.settings.runs_synthetic_runtime or not bundle.ordinary or not platform.protected.synthetic_target():
-        return {"synthetic_runtime_release": "(none: configured platform or no ordinary workload)"}
-    synthetic = synthetic_bundle_from(bundle)
-    wrote = SyntheticReleaseStore(root).install(synthetic)
+    if root is None or not platform.settings.runs_synthetic_runtime or not platform.protected.synthetic_target():
+        return {"synthetic_runtime_release": "(none: configured platform)"}
+    installed = install_synthetic_campaign(root)
     return {
-        "synthetic_runtime_release": synthetic.release_id,
-        "synthetic_runtime_written": wrote,
-        "synthetic_runtime_workloads": len(synthetic.ordinary),
+        "synthetic_runtime_release": installed.release_id,
+        "synthetic_runtime_written": installed.written,
+        "synthetic_runtime_workloads": installed.workloads,
     }

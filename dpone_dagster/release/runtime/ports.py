@@ -47,6 +47,7 @@ from dpone_dagster.release.runtime.admission import (
     TaskKind,
     TaskPlan,
 )
+from dpone_dagster.release.runtime.sandbox import sandbox_connection
 
 PORTS = ("init_fetch", "credentials", "source", "writer")
 _LOCK = threading.Lock()
@@ -184,7 +185,7 @@ class WriteOutcome:
 
 @dataclass(frozen=True)
 class SandboxWriter:
-    """Runs a task's statements in DuckDB with its connections attached from the sandbox lake only."""
+    """Runs a task's statements in a sandboxed DuckDB (`runtime.sandbox`) with its connections attached from its lake only."""
 
     lake_dir: Path
     workload: CapturedWorkload
@@ -195,7 +196,7 @@ class SandboxWriter:
         writers = [c.alias for c in self.workload.connections if c.access in ("write", "read_write")]
         if len(writers) != 1:
             raise RuntimePortError("runtime.writer_ambiguous", f"the task has {len(writers)} write connections")
-        with duckdb.connect() as conn:
+        with sandbox_connection(self.lake_dir) as conn:  # external access off, only the lake allowed, locked
             for connection in self.workload.connections:
                 if connection.alias not in credentials:
                     raise RuntimePortError("runtime.connection_unavailable", f"no credential was resolved for {connection.alias!r}")

@@ -1,4 +1,4 @@
-"""The executable synthetic-family release: the ordinary workloads of a release, under the synthetic family.
+"""The executable synthetic-family release: its layout, its one full verification, and where it is installed.
 
 Layout (member path → bytes), every byte bound by the parent, whose profile-refined digest is the
 release identity (domain `dpone.release-set.v3.synthetic_composition_validation`):
@@ -8,15 +8,17 @@ release identity (domain `dpone.release-set.v3.synthetic_composition_validation`
 - `ordinary/<hex>.json`: one captured ordinary workload, `<hex>` its constituent id;
 - `sources/<hex>/<path>`: every file of that workload's `source_files` (path, SHA-256, size).
 
-`synthetic_bundle_from(bundle)` derives it from a verified development bundle (the same workloads and
-exact source bytes); `open_synthetic_bundle` is its one full verification; `SyntheticReleaseStore`
-installs it (stage, reread, verify, rename, then the `current` pointer) under the embedded default's
-synthetic runtime root and seeds the synthetic `orders` table its flows read.
+It is composed only from the platform's pinned synthetic campaign (`runtime.synthetic_campaign`),
+never from a development release. `open_synthetic_bundle` is its one full verification;
+`SyntheticReleaseStore` installs it (stage, reread, verify, rename, then the `current` pointer)
+under the embedded default's synthetic runtime root and seeds the synthetic `orders` table its
+flows read.
 
 What a reader could get wrong: this is a closed family of its own. Its parent is refused by every
 development reader (`open_bundle` says `release.not_development_family`) and by the production reader
 (`dispatch.family_refused`), and its identity never equals a development release's. It carries no
-authority: the standard runtime admits its tasks only on a target the platform declared synthetic.
+authority: the standard runtime admits its tasks only on a target the platform declared synthetic,
+and runs them in a sandboxed DuckDB (`runtime.sandbox`).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from dpone_dagster.contracts.dispatch import DispatchError, read_family_document
 from dpone_dagster.contracts.flows import CapturedWorkload
 from dpone_dagster.contracts.identity import digest
 from dpone_dagster.contracts.release_documents import ORDINARY_CONSTITUENT_KIND, SyntheticCompositionV3
-from dpone_dagster.release.build.bundle import PARENT_PATH, ReleaseBundle, content_sha256, ordinary_path, sidecar_path
+from dpone_dagster.release.build.bundle import PARENT_PATH, content_sha256, ordinary_path, sidecar_path
 from dpone_dagster.release.runtime.admission import SYNTHETIC_FAMILY, AdmissionView, RuntimeTask, TaskKind
 
 CAMPAIGN_ID = "embedded-runtime"
@@ -48,6 +50,7 @@ class SyntheticReleaseError(CodedError):
     codes = {
         "runtime.synthetic_release_invalid": "The synthetic-family release fails verification: a member is missing, altered, unbound, or the parent is not a synthetic-family document.",
         "runtime.synthetic_release_missing": "No synthetic-family release is installed (only the embedded default installs one).",
+        "runtime.synthetic_source_unpinned": "The synthetic release was asked to compose from a source other than the synthetic campaign the platform pinned (a development source, or an edited campaign).",
     }
 
 
@@ -72,30 +75,6 @@ class SyntheticBundle:
             tasks.add(RuntimeTask(TaskKind.ORDINARY, workload.pack_id))
             tasks.update(RuntimeTask(TaskKind.PRE_HOOK, workload.pack_id, hook.hook_id, hook.publish_xcom) for hook in workload.hooks)
         return AdmissionView(self.release_id, SYNTHETIC_FAMILY, None, 0, frozenset(tasks))
-
-
-def synthetic_bundle_from(bundle: ReleaseBundle) -> SyntheticBundle:
-    """The synthetic-family release of `bundle`'s ordinary workloads (same constituents, same source bytes)."""
-    if not bundle.ordinary:
-        raise SyntheticReleaseError("runtime.synthetic_release_invalid", "the release has no ordinary workload to execute")
-    members: dict[str, bytes] = {}
-    constituents = []
-    for workload in bundle.ordinary:
-        constituent_id = digest(ORDINARY_CONSTITUENT_KIND, workload)
-        constituents.append(constituent_id)
-        members[ordinary_path(constituent_id)] = workload.canonical_bytes()
-        for file in workload.source_files:
-            path = sidecar_path(constituent_id, file.path)
-            members[path] = bundle.members[path]
-    parent = SyntheticCompositionV3(
-        purpose="synthetic_validation",
-        trust_tier="non_production",
-        data_class="synthetic",
-        campaign_id=CAMPAIGN_ID,
-        constituents=sorted(constituents),
-    )
-    members[PARENT_PATH] = parent.canonical_bytes()
-    return open_synthetic_bundle(members)
 
 
 def open_synthetic_bundle(members: Mapping[str, bytes], *, expected_release_id: str | None = None) -> SyntheticBundle:
