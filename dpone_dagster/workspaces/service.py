@@ -26,19 +26,18 @@ from datetime import timedelta
 import sqlalchemy as sa
 
 from dpone_dagster.config import DponeConfig, load_config
+from dpone_dagster.contracts.workspace_ids import ROOT_WORKSPACE, check_workspace_id
 from dpone_dagster.control.store import open_store
-from dpone_dagster.control.workspace_tables import set_usage
+from dpone_dagster.control.workspace_tables import MAX_CHAIN_DEPTH, Workspace, set_usage
 from dpone_dagster.errors import WorkspaceError
 from dpone_dagster.lake.lifecycle.cleanup import CleanupPorts, CleanupReport, drop_fork_namespaces, sweep_tombstones
+from dpone_dagster.lake.lifecycle.roles import has_roles
 from dpone_dagster.lake.ports import Clock, utc_now
 from dpone_dagster.lake.state.registry import records, tombstones
-from dpone_dagster.lake.lifecycle.roles import has_roles
 from dpone_dagster.lake.state.tracking import UnknownWorkspaceError, forget_workspace
 from dpone_dagster.workspaces import repository as repo
 from dpone_dagster.workspaces.dagster_home import remove_dagster_home
-from dpone_dagster.contracts.workspace_ids import ROOT_WORKSPACE, check_workspace_id
 from dpone_dagster.workspaces.permissions import require_may_drop, require_may_grant
-from dpone_dagster.control.workspace_tables import MAX_CHAIN_DEPTH, Workspace
 
 log = logging.getLogger(__name__)
 
@@ -216,7 +215,7 @@ class Workspaces:
             if ws is None:
                 raise UnknownWorkspaceError(f"workspace {workspace_id!r} does not exist")
             require_may_drop(conn, ws, actor)
-            names = [lake] if lake else [l.name for l in self.config.all_lakes if pins(conn, workspace_id, l.name)]
+            names = [lake] if lake else [each.name for each in self.config.all_lakes if pins(conn, workspace_id, each.name)]
         if lake is not None:
             self.config.lake(lake)
         return {name: pin_lake(workspace_id, name, self.config, clock=self.clock) for name in names}
@@ -352,9 +351,9 @@ def _provision_catalog_roles(workspace_id: str, lake: str, config: DponeConfig) 
     (see `lake/lifecycle/roles.py`). A failure is logged, not raised: the fork's first resolution retries,
     and refuses to attach (`lake.fork_roles_missing`) while the roles cannot be made."""
     from dpone_dagster.errors import DponeError
+    from dpone_dagster.lake.lifecycle.roles import provision
     from dpone_dagster.lake.resolution.fork import ForkCatalogUnsupportedError, physical_lake
     from dpone_dagster.lake.state.tracking import workspace_lake_view
-    from dpone_dagster.lake.lifecycle.roles import provision
 
     try:
         view = workspace_lake_view(workspace_id, lake, config)
