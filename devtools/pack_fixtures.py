@@ -11,7 +11,7 @@ the pin differs.
 What a reader could get wrong: this is a developer tool on top of the capture, not part of it.
 It lives in its own module so that `packs` (the pure builder) never imports `flows` (the capture
 that calls the builder): the dependency runs one way, flows → packs, and the import-graph test
-(`tests/release/test_import_graph.py`) fails on any cycle.
+(`tests/test_architecture.py`) fails on any cycle.
 """
 
 from __future__ import annotations
