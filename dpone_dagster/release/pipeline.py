@@ -6,7 +6,7 @@ The demo and the Dagster assets call one method per stage, in this order:
     ordinary  = pipeline.capture_ordinary(tree)                   # flow capture (or None)
     authority = pipeline.verify_authority(grant, signatures,      # k-of-n grant -> authority receipt
                     pipeline.reconstruct(identity, tree, native, ordinary))
-    bundle    = pipeline.compose(authority=..., source=tree, native=..., ordinary=...)   # Checked, Composed
+    bundle    = pipeline.compose(authority=..., source=tree, native=..., ordinary=...)   # Checked, then Composed
     receipt   = issuer.issue_publication(authority, pipeline.projection(bundle, authority))
     pipeline.publish(bundle, authority=..., receipt=...)          # Published
     pipeline.install(bundle.release_id, authority=..., materialization=..., activation=...)  # Installed
@@ -34,10 +34,11 @@ from pathlib import Path
 from dpone_dagster.authority.ports import AuthorityPorts
 from dpone_dagster.authority.verification import ReconstructedSource, verify_grant, verify_policy
 from dpone_dagster.clock import Clock
-from dpone_dagster.contracts.bounds import parse_timestamp
+from dpone_dagster.contracts.bounds import MAX_SAFE_INTEGER, MAX_WORKLOADS, parse_timestamp
 from dpone_dagster.contracts.coded import CodedError
 from dpone_dagster.contracts.flows import OrdinaryCapture
 from dpone_dagster.contracts.grant import DetachedSignature, GrantSignatures
+from dpone_dagster.contracts.policy import DeliveryLimits
 from dpone_dagster.contracts.receipts import (
     ActivationReceipt,
     DevelopmentAuthorityReceipt,
@@ -46,7 +47,7 @@ from dpone_dagster.contracts.receipts import (
 )
 from dpone_dagster.contracts.target import DeploymentProjection
 from dpone_dagster.release.build.bundle import ReleaseBundle, deployment_projection
-from dpone_dagster.release.build.compose import compose_release
+from dpone_dagster.release.build.compose import check_composition, compose_checked
 from dpone_dagster.release.build.flows import capture_ordinary
 from dpone_dagster.release.build.native import CompilableSource, NativeCompilation, compile_native, discover_projects
 from dpone_dagster.release.delivery.install import ActivationResult, ReleaseCache
@@ -63,6 +64,22 @@ class SourceIdentity:
 
     repository: str
     commit: str
+
+
+def workload_limits(source: ReconstructedSource) -> DeliveryLimits:
+    """The workload term of "effective limits = min(policy, grant, workload)": what the workloads hold.
+
+    Workload count and source bytes of the reconstructed source, and its peak per-workload CPU and
+    memory (no bound from a term with no ordinary workload). Applied again at compose, publish and
+    install, so a delivery can never grow past what was verified.
+    """
+    workloads = len(source.native_membership) + len(source.ordinary_membership)
+    return DeliveryLimits(
+        max_workloads=min(MAX_WORKLOADS, max(1, workloads)),
+        max_source_bytes=max(1, source.source_bytes),
+        max_cpu_millicores=source.peak_cpu_millicores or MAX_SAFE_INTEGER,
+        max_memory_bytes=source.peak_memory_bytes or MAX_SAFE_INTEGER,
+    )
 
 
 @dataclass
@@ -115,8 +132,14 @@ class ReleasePipeline:
         signatures: GrantSignatures | Sequence[DetachedSignature],
         source: ReconstructedSource,
     ) -> DevelopmentAuthorityReceipt:
+        """The authority receipt; its effective limits are min(policy, grant, `workload_limits(source)`)."""
         return verify_grant(
-            grant_bytes, signatures, pinned_policy_digest=self.pinned_policy_digest, source=source, ports=self.authority_ports
+            grant_bytes,
+            signatures,
+            pinned_policy_digest=self.pinned_policy_digest,
+            source=source,
+            ports=self.authority_ports,
+            declared_limits=workload_limits(source),
         )
 
     # -- stage 2: compose -------------------------------------------------------------------
@@ -129,8 +152,14 @@ class ReleasePipeline:
         native: NativeCompilation | None,
         ordinary: OrdinaryCapture | None,
     ) -> ReleaseBundle:
-        bundle = compose_release(authority=authority, source=source, native=native, ordinary=ordinary, stage_dir=self.work_dir)
-        self._advance(bundle.release_id, ReleaseState.CHECKED, native=len(bundle.native_membership), ordinary=len(bundle.ordinary_membership))
+        """Checked once every composition check passed (the identity is then known), Composed once the
+        reacquired source bytes are staged, reread and verified; a failure in between is noted as a
+        refused Composed attempt and leaves the release Checked."""
+        checked = check_composition(authority=authority, native=native, ordinary=ordinary)
+        counts = {"native": len(native.membership) if native else 0, "ordinary": len(ordinary.workloads) if ordinary else 0}
+        self._advance(checked.release_id, ReleaseState.CHECKED, **counts)
+        with self._recorded(checked.release_id, ReleaseState.COMPOSED):
+            bundle = compose_checked(checked, source=source, stage_dir=self.work_dir)
         archive_sha256 = getattr(source, "archive_sha256", None)
         recorded = {"source_archive_sha256": archive_sha256} if archive_sha256 else {}
         self._advance(bundle.release_id, ReleaseState.COMPOSED, source_bytes=bundle.source_bytes, **recorded)

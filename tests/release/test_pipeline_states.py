@@ -8,6 +8,7 @@ import pytest
 
 from dpone_dagster.authority.memory import FixedClock
 from dpone_dagster.authority.synthetic import SYNTHETIC_EPOCH_START
+from dpone_dagster.authority.verification import ReconstructedSource
 from dpone_dagster.control.store import open_store
 from dpone_dagster.release.errors import StateTransitionError
 from dpone_dagster.release.state import ReleaseState, ReleaseStateMachine
@@ -78,3 +79,96 @@ def test_a_malformed_release_id_is_refused(machine):
     with pytest.raises(Exception) as raised:
         machine.advance("not-a-digest", ReleaseState.CHECKED)
     assert raised.value.code == "identity.invalid_digest"
+
+
+# ---------------------------------------------------------------------------------------------
+# the pipeline records each state when it is reached (issue 20 item 9)
+
+
+class _DriftingSource:
+    """A verified source whose reread bytes of one file differ from what capture recorded."""
+
+    def __init__(self, source, victim: str) -> None:
+        self.source, self.victim = source, victim
+
+    @property
+    def snapshot(self):
+        return self.source.snapshot
+
+    def read_bytes(self, path: str) -> bytes:
+        data = self.source.read_bytes(path)
+        return data + b"-- drifted\n" if path == self.victim else data
+
+
+def _pipeline(tmp_path):
+    from dpone_dagster.release.delivery.install import ReleaseCache
+    from dpone_dagster.release.delivery.object_stores import LocalDirectoryStore
+    from dpone_dagster.release.delivery.registry import ReleaseRegistry
+    from dpone_dagster.release.pipeline import ReleasePipeline
+    from tests.release.fabricated import SyntheticTarget, synthetic_release
+
+    target = SyntheticTarget()
+    release = synthetic_release(target)
+    pipeline = ReleasePipeline(
+        authority_ports=target.authority.ports,
+        pinned_policy_digest=target.authority.policy_digest,
+        registry=ReleaseRegistry(LocalDirectoryStore(tmp_path / "registry")),
+        cache=ReleaseCache(tmp_path / "cache", admission=target.issuer, clock=target.clock),
+        admission=target.issuer,
+        clock=target.clock,
+        states=ReleaseStateMachine(open_store(f"sqlite:///{tmp_path / 'control.sqlite'}"), target.clock),
+    )
+    return target, release, pipeline
+
+
+def test_checked_is_recorded_before_composition_and_composed_after(tmp_path):
+    _, release, pipeline = _pipeline(tmp_path)
+    victim = release.ordinary.workloads[0].sql[0].path
+    drifting = _DriftingSource(release.source, victim)
+    with pytest.raises(Exception) as refused:
+        pipeline.compose(authority=release.authority, source=drifting, native=release.native, ordinary=release.ordinary)
+    assert refused.value.code == "release.source_closure_mismatch"
+    release_id = release.bundle.release_id
+    assert pipeline.states.current(release_id) is ReleaseState.CHECKED
+    checked, attempt = pipeline.states.history(release_id)
+    assert (checked.from_state, checked.to_state, checked.outcome) == (None, ReleaseState.CHECKED, "recorded")
+    assert json.loads(checked.detail) == {"native": len(release.native.membership), "ordinary": len(release.ordinary.workloads)}
+    assert (attempt.to_state, attempt.outcome, json.loads(attempt.detail)) == (
+        ReleaseState.COMPOSED, "refused", {"code": "release.source_closure_mismatch"}
+    )
+
+    bundle = pipeline.compose(authority=release.authority, source=release.source, native=release.native, ordinary=release.ordinary)
+    assert bundle.release_id == release_id and pipeline.states.current(release_id) is ReleaseState.COMPOSED
+    composed = pipeline.states.history(release_id)[-1]
+    assert (composed.from_state, composed.to_state, composed.outcome) == (ReleaseState.CHECKED, ReleaseState.COMPOSED, "recorded")
+
+
+def test_effective_limits_take_the_workload_term(tmp_path):
+    """min(policy, grant, workload): a grant larger than the delivery does not widen what may be delivered."""
+    from dpone_dagster.contracts.grant import ExecutionSubject
+    from dpone_dagster.release.pipeline import workload_limits
+
+    target, release, pipeline = _pipeline(tmp_path)
+    authority = release.authority
+    grant = target.authority.grant(
+        native_membership=list(authority.native_membership),
+        ordinary_membership=list(authority.ordinary_membership),
+        execution_subjects=sorted(authority.execution_subjects, key=ExecutionSubject.sort_key),
+        max_workloads=authority.effective_limits.max_workloads + 50,
+        sequence=2,
+    )
+    source = ReconstructedSource(
+        repository=authority.source_repository,
+        commit=authority.source_commit,
+        native_membership=list(authority.native_membership),
+        ordinary_membership=list(authority.ordinary_membership),
+        source_bytes=release.bundle.source_bytes,
+        peak_cpu_millicores=300,
+        peak_memory_bytes=256 * 1024**2,
+    )
+    receipt = pipeline.verify_authority(*target.authority.signed(grant), source)
+    workloads = len(source.native_membership) + len(source.ordinary_membership)
+    assert grant.max_workloads > workloads
+    assert receipt.effective_limits == workload_limits(source)
+    assert (receipt.effective_limits.max_workloads, receipt.effective_limits.max_source_bytes) == (workloads, source.source_bytes)
+    assert (receipt.effective_limits.max_cpu_millicores, receipt.effective_limits.max_memory_bytes) == (300, 256 * 1024**2)

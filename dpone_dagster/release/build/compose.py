@@ -8,7 +8,9 @@ written twice, no selector, pack id or hook id claimed twice), reads every exact
 through the verified source reader, assembles the `dpone.release-set.v3` parent (profile
 `development_workspace_delivery_v1`), writes all members to a private stage with the parent (which
 carries the integrity subject) last, rereads every byte from the stage and verifies the whole
-bundle with `open_bundle`. Only the reread bytes are returned.
+bundle with `open_bundle`. Only the reread bytes are returned. The two halves are callable apart
+(`check_composition`, then `compose_checked`) so the release state machine can record `Checked`
+(identity known, every check passed) before the source bytes are reacquired and `Composed` after.
 
 What a reader could get wrong: composition is pure in its result. The identity depends only on the
 documents and source bytes; no path, clock, or machine detail enters it, so 100 builds from
@@ -22,6 +24,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -48,6 +51,7 @@ from dpone_dagster.release.build.bundle import (
     native_path,
     open_bundle,
     ordinary_path,
+    release_id_of,
     selection_path,
     sidecar_path,
 )
@@ -103,6 +107,22 @@ def _development_binding(authority: DevelopmentAuthorityReceipt, snapshot_digest
     }
 
 
+@dataclass(frozen=True)
+class CheckedComposition:
+    """Inputs that passed every composition check, and the parent they produce (so the release identity).
+
+    No source byte has been reread yet: `compose_checked` reacquires them, stages and verifies.
+    """
+
+    parent: DevelopmentReleaseSetV3
+    documents: Mapping[str, bytes]
+    sidecars: tuple[SourceSidecar, ...]
+
+    @property
+    def release_id(self) -> str:
+        return release_id_of(self.parent)
+
+
 def compose_release(
     *,
     authority: DevelopmentAuthorityReceipt,
@@ -112,6 +132,14 @@ def compose_release(
     stage_dir: Path | None = None,
 ) -> ReleaseBundle:
     """Compose, stage, reread and verify the development parent. Raises before anything leaves the stage."""
+    checked = check_composition(authority=authority, native=native, ordinary=ordinary)
+    return compose_checked(checked, source=source, stage_dir=stage_dir)
+
+
+def check_composition(
+    *, authority: DevelopmentAuthorityReceipt, native: NativeCompilation | None, ordinary: OrdinaryCapture | None
+) -> CheckedComposition:
+    """Every check of the union (membership, snapshot, claims, collisions, budget) and the parent it yields."""
     require_authority(authority)
     if native is None and ordinary is None:
         raise MembershipError("release.membership_empty", "a development release needs native or ordinary workloads")
@@ -163,8 +191,6 @@ def compose_release(
         sidecars.extend(_sidecars(constituent_id, ((f.path, f.content_sha256, f.size) for f in workload.source_files)))
     sidecars.sort(key=SourceSidecar.sort_key)
     native_constituents.sort(key=lambda item: item.constituent_id)
-    for sidecar in sidecars:
-        members[sidecar_path(sidecar.constituent_id, sidecar.path)] = _exact_bytes(source, sidecar)
     parent = DevelopmentReleaseSetV3(
         **_development_binding(authority, snapshots.pop()),
         native_constituents=native_constituents,
@@ -175,7 +201,15 @@ def compose_release(
         route_certifications=(),
     )
     members[PARENT_PATH] = parent.canonical_bytes()
-    return _stage_and_verify(members, stage_dir)
+    return CheckedComposition(parent, members, tuple(sidecars))
+
+
+def compose_checked(checked: CheckedComposition, *, source: VerifiedSourceFiles, stage_dir: Path | None = None) -> ReleaseBundle:
+    """Reacquire every exact source byte of `checked`, stage, reread and verify (`open_bundle`)."""
+    members = dict(checked.documents)
+    for sidecar in checked.sidecars:
+        members[sidecar_path(sidecar.constituent_id, sidecar.path)] = _exact_bytes(source, sidecar)
+    return _stage_and_verify(members, stage_dir, checked.release_id)
 
 
 def require_authority(authority: object) -> DevelopmentAuthorityReceipt:
@@ -236,7 +270,7 @@ def _require_no_collisions(native: NativeCompilation | None, workloads: tuple[Ca
         writers[relation] = writer
 
 
-def _stage_and_verify(members: Mapping[str, bytes], stage_dir: Path | None) -> ReleaseBundle:
+def _stage_and_verify(members: Mapping[str, bytes], stage_dir: Path | None, release_id: str) -> ReleaseBundle:
     """Write every member to a private stage (parent last), reread every byte, verify the bundle."""
     stage = Path(tempfile.mkdtemp(prefix="dpone-compose-", dir=stage_dir))
     try:
@@ -251,6 +285,6 @@ def _stage_and_verify(members: Mapping[str, bytes], stage_dir: Path | None) -> R
             for candidate in stage.rglob("*")
             if candidate.is_file()
         }
-        return open_bundle(reread)
+        return open_bundle(reread, expected_release_id=release_id)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
