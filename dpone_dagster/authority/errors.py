@@ -25,6 +25,7 @@ class AuthorityError(CodedError):
         "authority.not_yet_valid": "The grant's not_before is in the future; wait, or check the verifying host's clock.",
         "authority.expired": "The grant's expires_at has passed; obtain a new grant. Historical releases stay readable.",
         "authority.revoked": "The grant's revocation epoch is older than the current epoch: it was revoked.",
+        "authority.epoch_rollback": "The revocation epoch in force now is lower than one already observed for this policy and environment: the epoch source was rolled back. Nothing is authorized; restore the epoch source, never lower the recorded mark.",
         "authority.epoch_mismatch": "The grant names a revocation epoch newer than the current one; the epoch source is behind or the grant is not from this authority.",
         "authority.rollback": "The grant's sequence is lower than one already accepted for this policy and environment (rollback protection).",
         "authority.sequence_conflict": "A different grant was already accepted with the same sequence for this policy and environment.",

@@ -11,8 +11,7 @@ import threading
 from collections.abc import Mapping
 from datetime import datetime
 
-from dpone_dagster.authority.ports import AcceptedSequence
-from dpone_dagster.authority.target_admission import CurrentTarget
+from dpone_dagster.authority.ports import AcceptedSequence, CurrentTarget
 from dpone_dagster.contracts.target import TargetConfiguration
 
 
@@ -56,11 +55,19 @@ class StaticRevocationEpochs:
 
 
 class InMemoryAcceptedSequenceStore:
-    """Thread-safe compare-and-set of the highest accepted grant sequence per (policy, environment)."""
+    """Thread-safe compare-and-set of the highest accepted grant sequence per (policy, environment),
+    and the revocation epoch's high-water mark beside it."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._highest: dict[tuple[str, str], AcceptedSequence] = {}
+        self._epochs: dict[tuple[str, str], int] = {}
+
+    def raise_epoch(self, policy_digest: str, environment: str, epoch: int) -> int:
+        key = (policy_digest, environment)
+        with self._lock:
+            self._epochs[key] = max(self._epochs.get(key, epoch), epoch)
+            return self._epochs[key]
 
     def highest(self, policy_digest: str, environment: str) -> AcceptedSequence | None:
         with self._lock:

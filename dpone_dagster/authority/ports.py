@@ -4,7 +4,10 @@ Verification reads no globals: the composition root injects a clock, the source 
 the revocation-epoch source, the accepted-sequence store and the signature verifier. The one thing
 a reader could get wrong: `AcceptedSequenceStore.accept` must be an atomic compare-and-set (refuse
 when a higher sequence, or a different grant at the same sequence, is already recorded); checking
-`highest` first and writing later is not enough when two verifiers race.
+`highest` first and writing later is not enough when two verifiers race. The same store keeps the
+revocation epoch's high-water mark beside the sequence (`RevocationEpochMarks.raise_epoch`), so an
+epoch source rolled back (1 -> 0) is refused instead of re-accepting what epoch 1 revoked. Target
+admission's port, `CurrentTargetVerifier` (the live policy digest and epoch), is here too.
 """
 
 from __future__ import annotations
@@ -13,6 +16,9 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from dpone_dagster.clock import Clock
+from dpone_dagster.contracts.base import ContractModel
+from dpone_dagster.contracts.bounds import Count, Digest
+from dpone_dagster.contracts.target import TargetConfiguration
 
 
 @runtime_checkable
@@ -36,7 +42,15 @@ class AcceptedSequence:
 
 
 @runtime_checkable
-class AcceptedSequenceStore(Protocol):
+class RevocationEpochMarks(Protocol):
+    def raise_epoch(self, policy_digest: str, environment: str, epoch: int) -> int:
+        """Atomically raise the high-water mark of (policy, environment) to `epoch` if it is higher,
+        and return the mark afterwards (never lower than `epoch`, never lowered by anyone)."""
+        ...
+
+
+@runtime_checkable
+class AcceptedSequenceStore(RevocationEpochMarks, Protocol):
     def highest(self, policy_digest: str, environment: str) -> AcceptedSequence | None:
         """The highest grant sequence accepted so far for (policy, environment), or None."""
         ...
@@ -51,6 +65,20 @@ class AcceptedSequenceStore(Protocol):
 class SignatureVerifier(Protocol):
     def verify(self, public_key: bytes, signature: bytes, message: bytes) -> bool:
         """True only if `signature` is a valid signature of `message` under `public_key`."""
+        ...
+
+
+class CurrentTarget(ContractModel):
+    """The live policy digest and revocation epoch of a target, as the verifier reopened them."""
+
+    policy_digest: Digest
+    revocation_epoch: Count
+
+
+@runtime_checkable
+class CurrentTargetVerifier(Protocol):
+    def current(self, target: TargetConfiguration) -> CurrentTarget:
+        """Reopen the target's protected policy digest and current revocation epoch, now."""
         ...
 
 

@@ -15,8 +15,11 @@ registry write and cache install), `expires_at`, `revocation_epoch`, `sequence`,
 
 Checks run in a fixed order, and the first failure raises `AuthorityError` (or a canonical/contract
 error for malformed bytes): policy digest; signatures (unknown signer, invalid signature, threshold
-of distinct keys); grant parse; grant policy; environment; window length; clock; revocation epoch;
-rollback; source repository and commit; membership; budgets; and last, the atomic sequence record.
+of distinct keys); grant parse; grant policy; environment; window length; clock; revocation epoch
+(first against its high-water mark: a lower epoch than one already observed is
+`authority.epoch_rollback`); rollback; source repository and commit; membership; budgets; and last,
+the atomic sequence record. The receipt returned is sealed by this process (`receipt_seal`): only
+it, unaltered, is accepted by target admission.
 The one thing a reader could get wrong: a successful `verify_grant` *records* the grant's sequence
 in the accepted-sequence store, so verification is not side-effect free; re-verifying the same grant
 is fine, but an older grant is refused afterwards (that is the rollback protection).
@@ -30,6 +33,7 @@ from typing import TypeVar
 
 from dpone_dagster.authority.errors import AuthorityError
 from dpone_dagster.authority.ports import AcceptedSequence, AuthorityPorts
+from dpone_dagster.authority.receipt_seal import PROCESS_SEAL
 from dpone_dagster.contracts.base import ContractModel, parse_document
 from dpone_dagster.contracts.bounds import (
     MAX_GRANT_WINDOW_SECONDS,
@@ -103,7 +107,7 @@ def verify_grant(
     if grant.environment not in policy.environments:
         raise AuthorityError("authority.environment_not_allowed", f"environment {grant.environment!r} is not allowed by the policy")
     _check_window(policy, grant, now)
-    _check_epoch(grant, ports)
+    _check_epoch(grant, pinned_policy_digest, ports)
     highest = _port(lambda: ports.sequences.highest(pinned_policy_digest, grant.environment), (AcceptedSequence, type(None)))
     _check_sequence(highest, AcceptedSequence(grant.sequence, grant_digest))
     _check_source(policy, grant, source)
@@ -117,7 +121,7 @@ def verify_grant(
         _check_sequence(latest, accepted)
         raise AuthorityError("authority.rollback", "a newer grant was accepted concurrently")
 
-    return DevelopmentAuthorityReceipt(
+    receipt = DevelopmentAuthorityReceipt(
         authority_family="development",
         purpose=grant.purpose,
         trust_tier=grant.trust_tier,
@@ -142,6 +146,7 @@ def verify_grant(
         effective_limits=limits,
         verified_at=format_timestamp(now),
     )
+    return PROCESS_SEAL.seal(receipt)
 
 
 def _verify_signatures(
@@ -193,10 +198,13 @@ def _check_window(policy: DevelopmentPolicy, grant: DevelopmentGrant, now: datet
         raise AuthorityError("authority.expired", f"the grant expired at {grant.expires_at}")
 
 
-def _check_epoch(grant: DevelopmentGrant, ports: AuthorityPorts) -> None:
+def _check_epoch(grant: DevelopmentGrant, policy_digest: str, ports: AuthorityPorts) -> None:
     current = _port(lambda: ports.epochs.current_epoch(grant.policy_digest, grant.environment), int)
     if isinstance(current, bool) or current < 0:
         raise AuthorityError("authority.unavailable", "the revocation epoch source returned an invalid epoch")
+    mark = _port(lambda: ports.sequences.raise_epoch(policy_digest, grant.environment, current), int)
+    if current < mark:
+        raise AuthorityError("authority.epoch_rollback", f"the current revocation epoch {current} is below the observed epoch {mark}")
     if grant.revocation_epoch < current:
         raise AuthorityError("authority.revoked", f"the grant is from revocation epoch {grant.revocation_epoch}; the current epoch is {current}")
     if grant.revocation_epoch > current:

@@ -107,13 +107,16 @@ def summary(inspected: Inspected, now: datetime) -> dict[str, object]:
     }
     if inspected.record is not None:
         record = inspected.record
-        data.update(
-            deployment_id=record.deployment_id,
-            environment=record.environment,
-            installed_at=record.installed_at,
-            authority_expires_at=record.authority_expires_at,
-            authority_expired=now >= parse_timestamp(record.authority_expires_at),
-        )
+        data.update(deployment_id=record.deployment_id, environment=record.environment)
+        if record.authority_bound:  # v2: the integrity subject binds these; an edited record never loads
+            data.update(
+                authority_fields="bound",
+                installed_at=record.installed_at,
+                authority_expires_at=record.authority_expires_at,
+                authority_expired=now >= parse_timestamp(record.authority_expires_at),
+            )
+        else:  # a v1 record binds nothing: report no value it holds, and no live authority
+            data.update(authority_fields="unverified: dpone.deployment-record.v1, install again to bind them", authority_expired=True)
     return data
 
 

@@ -27,6 +27,13 @@ The capture also carries `source_snapshot_digest` (of the whole source tree it w
 `selector_membership` (selector → dag id → pack id) and the `resource_ceiling` it was checked
 against; `execution_subjects()` lists the runtime and pre-hook subjects in the grant's shape.
 
+Connection projections are a closed shape: `parameters` may only name the binding-shape parameters
+of `CONNECTION_PARAMETERS` (schema, database, catalog, role, region, bucket, prefix), each with a
+value of its own bounded form. Any other name (`pw`, `login`, `key`, `pin`, `client_cert_b64`,
+`pwd_file`, ...) is `flows.connection_parameter_not_allowed`, a value outside its form is
+`flows.connection_parameter_invalid`, in an authored manifest and in a committed pack alike;
+credentials are resolved at runtime, after admission, never written here.
+
 The one thing a reader could get wrong: `content_sha256` fields are plain SHA-256 hex of raw file
 bytes (no `sha256:` prefix, no domain); `fingerprint` and `source_snapshot_digest` are
 domain-separated identities (`sha256:` + hex, see `contracts.identity`). They are never comparable.
@@ -34,9 +41,11 @@ domain-separated identities (`sha256:` + hex, see `contracts.identity`). They ar
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, StrictBool, StrictInt, model_validator
+from pydantic import Field, StrictBool, StrictInt, field_validator, model_validator
 
 from dpone_dagster.contracts.base import ContractModel
 from dpone_dagster.contracts.bounds import (
@@ -114,6 +123,8 @@ class FlowError(CodedError):
         "flows.missing_source_file": "A workload file (flow.yaml, dag.yaml, pack.json, or a declared SQL file) is missing from the source.",
         "flows.undeclared_file": "A workload directory holds a file its manifest does not declare.",
         "flows.connection_credential": "A connection projection holds credential material; connections carry aliases and binding shape only.",
+        "flows.connection_parameter_not_allowed": "A connection names a parameter outside the binding-shape allowlist (schema, database, catalog, role, region, bucket, prefix); anything else, credentials above all, is resolved at runtime and never delivered.",
+        "flows.connection_parameter_invalid": "A connection parameter's value is outside its bounded form (an SQL name for schema, database, catalog and role; a bucket name, region or object prefix for the others).",
         "flows.resource_request_above_limit": "A resource request is greater than its limit.",
         "flows.resource_outside_policy": "A resource limit is above the policy ceiling.",
         "flows.sql_invalid": "A SQL file is not UTF-8 text or is larger than 1 MiB.",
@@ -125,6 +136,29 @@ class FlowError(CodedError):
         "flows.pre_hook_publishes_xcom": "A pre-hook task sets publish_xcom; pre-hook tasks must keep publish_xcom=false.",
     }
 
+
+
+_SQL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+CONNECTION_PARAMETERS: Mapping[str, re.Pattern[str]] = {
+    "schema": _SQL_NAME,
+    "database": _SQL_NAME,
+    "catalog": _SQL_NAME,
+    "role": _SQL_NAME,
+    "region": re.compile(r"[a-z]{2}(-[a-z]+){1,2}-[0-9]{1,2}"),
+    "bucket": re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]"),
+    "prefix": re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}(/[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}){0,7}/?"),
+}
+"""The closed set of connection parameters (binding shape only) and the form each value must have."""
+
+
+def require_binding_shape(parameters: Mapping[str, str]) -> None:
+    """Refuse any parameter outside `CONNECTION_PARAMETERS` or a value outside its form (values are never echoed)."""
+    for name, value in parameters.items():
+        form = CONNECTION_PARAMETERS.get(name)
+        if form is None:
+            raise FlowError("flows.connection_parameter_not_allowed", f"connection parameter {name!r} is not a binding-shape parameter")
+        if not isinstance(value, str) or not form.fullmatch(value):
+            raise FlowError("flows.connection_parameter_invalid", f"the value of connection parameter {name!r} is outside its bounded form")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -158,6 +192,12 @@ class ConnectionDeclaration(ContractModel):
     conn_type: ConnectionType
     access: ConnectionAccess
     parameters: dict[Name, ParameterValue] = Field(default_factory=dict, max_length=16)
+
+    @field_validator("parameters")
+    @classmethod
+    def _binding_shape_only(cls, parameters: dict[str, str]) -> dict[str, str]:
+        require_binding_shape(parameters)
+        return parameters
 
 
 class FlowManifest(ContractModel):
@@ -211,6 +251,11 @@ class ResourceCeiling(ContractModel):
 class ConnectionParameter(ContractModel):
     name: Name
     value: ParameterValue
+
+    @model_validator(mode="after")
+    def _binding_shape_only(self) -> ConnectionParameter:
+        require_binding_shape({self.name: self.value})
+        return self
 
 
 class ConnectionProjection(ContractModel):

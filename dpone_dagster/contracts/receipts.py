@@ -10,16 +10,22 @@ by its `purpose`, and the rollback to the previous immutable deployment (`purpos
 target: it binds no release (cleanup never touches a referenced object), only the target, its
 pinned policy digest, the live revocation epoch and a short expiry.
 
+Every receipt class is a `SealedReceipt`: it can carry a seal (an HMAC by the issuing process over
+its canonical bytes, `dpone_dagster.authority.receipt_seal`) that is not part of the document. The
+seal never reaches the wire, the identity or equality; a receipt built by hand, parsed from bytes,
+or copied with changed fields carries no valid seal and is refused at every protected operation.
+
 The one thing a reader could get wrong: holding a receipt is not enough. A receipt records the
 policy digest and revocation epoch *at issue time*; `ReceiptIssuer.require_current` must re-check
-both against the live target immediately before the operation.
+both against the live target immediately before the operation, with the seal, the receipt's
+lifetime, its verification time and the grant it was issued under.
 """
 
 from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import BaseModel, Field, PrivateAttr, model_validator
 
 from dpone_dagster.contracts.base import ContractModel
 from dpone_dagster.contracts.bounds import (
@@ -45,7 +51,22 @@ CLEANUP_RECEIPT_SCHEMA = "dpone.cleanup-receipt.v1"
 ActivationPurpose = Literal["activate", "pointer_recovery", "audit_repair", "rollback"]
 
 
-class DevelopmentAuthorityReceipt(GrantScope):
+class SealedReceipt(ContractModel):
+    """A receipt that may carry its issuer's seal: in memory only, never in its bytes or identity.
+
+    Equality compares the documents alone, so a parsed copy equals the sealed original (and still
+    carries no seal: only the issuing process can seal).
+    """
+
+    _seal: bytes | None = PrivateAttr(default=None)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, BaseModel):
+            return NotImplemented
+        return type(other) is type(self) and self.model_dump() == other.model_dump()
+
+
+class DevelopmentAuthorityReceipt(GrantScope, SealedReceipt):
     """The typed, secret-free result of verifying a policy and a threshold-signed grant."""
 
     KIND = AUTHORITY_RECEIPT_SCHEMA
@@ -64,7 +85,7 @@ class DevelopmentAuthorityReceipt(GrantScope):
     verified_at: Timestamp
 
 
-class _OperationReceipt(ContractModel):
+class _OperationReceipt(SealedReceipt):
     """Fields every operation receipt binds. Not a document on its own."""
 
     OPERATION: ClassVar[str] = ""
@@ -117,7 +138,7 @@ class ActivationReceipt(_OperationReceipt):
     purpose: ActivationPurpose
 
 
-class CleanupReceipt(ContractModel):
+class CleanupReceipt(SealedReceipt):
     """Admits garbage collection (unreferenced blobs, abandoned staging) on one target; binds no release."""
 
     KIND = CLEANUP_RECEIPT_SCHEMA

@@ -39,7 +39,9 @@ class TargetAdmission(Protocol):
     """Re-verifies an operation receipt against the live target right before a protected step.
 
     `dpone_dagster.authority.target_admission.ReceiptIssuer` implements it. It must raise to refuse;
-    with `after_preparation=True` every refusal means "recovery required".
+    with `after_preparation=True` every refusal means "recovery required". `authority` is what the
+    release is delivered under: the verified authority receipt (publish, materialize) or the
+    installed deployment's record (activation); the receipt's grant and expiry are checked against it.
     """
 
     def require_current(
@@ -49,6 +51,7 @@ class TargetAdmission(Protocol):
         *,
         release_id: str,
         deployment_id: str,
+        authority: object,
         purpose: str | None = None,
         after_preparation: bool = False,
     ) -> object: ...

@@ -11,6 +11,7 @@ import pytest
 from devtools.error_sources import import_every_module
 from dpone_dagster.authority.memory import ControllableCurrentTarget, InMemoryPolicySource
 from dpone_dagster.authority.ports import AuthorityPorts
+from dpone_dagster.authority.receipt_seal import PROCESS_SEAL
 from dpone_dagster.authority.synthetic import (
     SYNTHETIC_EPOCH_START,
     SyntheticAuthority,
@@ -25,7 +26,7 @@ from dpone_dagster.contracts.bounds import format_timestamp
 from dpone_dagster.contracts.dispatch import read_document, read_production_document
 from dpone_dagster.contracts.grant import DetachedSignature, DevelopmentGrant
 from dpone_dagster.contracts.identity import digest, domain_prefix, require_digest
-from dpone_dagster.contracts.policy import repository_digest
+from dpone_dagster.contracts.policy import SignerKey, repository_digest, signer_key_id
 from dpone_dagster.contracts.receipts import ActivationReceipt, MaterializationReceipt, PublicationReceipt
 from dpone_dagster.contracts.target import DeploymentProjection, TargetConfiguration
 from dpone_dagster.contracts.workspace_ids import check_workspace_id
@@ -147,6 +148,7 @@ def _require(kind, *, receipt_kind="publication", after_preparation=False, **kwa
         }[receipt_kind]()
         kwargs.setdefault("release_id", RELEASE)
         kwargs.setdefault("deployment_id", "synthetic-dep")
+        kwargs.setdefault("authority", verified)
         return issuer.require_current(receipt, kind, after_preparation=after_preparation, **kwargs)
 
     return run
@@ -156,7 +158,48 @@ def _activation_authority():
     issuer, verified, projection, live = _admission()
     receipt = issuer.issue_materialization(verified, projection)
     live.revocation_epoch = 4
-    return issuer.require_current(receipt, MaterializationReceipt, release_id=RELEASE, deployment_id="synthetic-dep")
+    return issuer.require_current(receipt, MaterializationReceipt, release_id=RELEASE, deployment_id="synthetic-dep", authority=verified)
+
+
+def _sealed_copy(clock_shift=timedelta(0), **changes):
+    """Receipt checks behind the seal: a copy re-sealed in this process (as a faulty issuer would)."""
+
+    def run():
+        issuer, verified, projection, _ = _admission(clock_shift=clock_shift)
+        receipt = PROCESS_SEAL.seal(issuer.issue_publication(verified, projection).model_copy(update=changes))
+        return issuer.require_current(receipt, PublicationReceipt, release_id=RELEASE, deployment_id="synthetic-dep", authority=verified)
+
+    return run
+
+
+def _hand_built():
+    issuer, verified, projection, _ = _admission()
+    receipt = PublicationReceipt(**issuer.issue_publication(verified, projection).model_dump())
+    return issuer.require_current(receipt, PublicationReceipt, release_id=RELEASE, deployment_id="synthetic-dep", authority=verified)
+
+
+def _used_before_verification():
+    issuer, verified, projection, _ = _admission()
+    receipt = issuer.issue_publication(verified, projection)
+    issuer._clock.moment -= timedelta(minutes=5)
+    return issuer.require_current(receipt, PublicationReceipt, release_id=RELEASE, deployment_id="synthetic-dep", authority=verified)
+
+
+def _policy_with_key(public_key_hex: str):
+    def run():
+        signer = SignerKey.model_construct(key_id=signer_key_id(public_key_hex), algorithm="ed25519", public_key=public_key_hex)
+        return SignerKey(**signer.model_dump())
+
+    return run
+
+
+def _epoch_rolled_back():
+    authority = SyntheticAuthority()
+    authority.epochs.revoke()
+    with pytest.raises(DponeError):
+        _verify(authority)
+    authority.epochs.epoch = 0
+    return _verify(authority)
 
 
 def _binding_mismatch():
@@ -227,6 +270,13 @@ SCENARIOS: dict[str, Callable[[], object]] = {
     "admission.expired": _expired,
     "admission.not_yet_valid": _not_yet_valid,
     "authority.activation_authority": _activation_authority,
+    "admission.receipt_unauthenticated": _hand_built,
+    "admission.used_before_verification": _used_before_verification,
+    "admission.receipt_lifetime_exceeded": _sealed_copy(expires_at="2026-01-06T10:00:00Z"),
+    "admission.receipt_outlives_grant": _sealed_copy(timedelta(hours=22, minutes=30), expires_at="2026-01-06T09:15:00Z"),
+    "authority.epoch_rollback": _epoch_rolled_back,
+    "policy.signer_key_small_order": _policy_with_key("01" + "00" * 31),
+    "policy.signer_key_non_canonical": _policy_with_key("ed" + "ff" * 30 + "7f"),
     "authority.recovery_required": _require(ActivationReceipt, receipt_kind="activation", after_preparation=True, purpose="audit_repair"),
 }
 

@@ -44,7 +44,7 @@ def live(authority: SyntheticAuthority) -> ControllableCurrentTarget:
 @pytest.fixture
 def issuer(authority: SyntheticAuthority, live: ControllableCurrentTarget) -> ReceiptIssuer:
     target = TargetConfiguration(environment="synthetic-dev", trust_tier="non_production", policy_digest=authority.policy_digest)
-    return ReceiptIssuer(target, live, authority.clock)
+    return ReceiptIssuer(target, live, authority.clock, epoch_marks=authority.sequences)
 
 
 def _projection(verified: DevelopmentAuthorityReceipt, **overrides) -> DeploymentProjection:
@@ -59,10 +59,17 @@ def _projection(verified: DevelopmentAuthorityReceipt, **overrides) -> Deploymen
     return DeploymentProjection(**values)
 
 
-def _require(issuer: ReceiptIssuer, receipt, kind, **kwargs):
-    kwargs.setdefault("release_id", RELEASE_ID)
-    kwargs.setdefault("deployment_id", DEPLOYMENT_ID)
-    return issuer.require_current(receipt, kind, **kwargs)
+@pytest.fixture
+def require(verified):
+    """`issuer.require_current` for this test's release, deployment and authority (each overridable)."""
+
+    def run(issuer: ReceiptIssuer, receipt, kind, **kwargs):
+        kwargs.setdefault("release_id", RELEASE_ID)
+        kwargs.setdefault("deployment_id", DEPLOYMENT_ID)
+        kwargs.setdefault("authority", verified)
+        return issuer.require_current(receipt, kind, **kwargs)
+
+    return run
 
 
 def _code(call) -> DponeError:
@@ -71,7 +78,7 @@ def _code(call) -> DponeError:
     return caught.value
 
 
-def test_issued_receipts_bind_everything(issuer, verified, authority) -> None:
+def test_issued_receipts_bind_everything(issuer, verified, authority, require) -> None:
     receipt = issuer.issue_publication(verified, _projection(verified))
     assert receipt.release_id == RELEASE_ID and receipt.deployment_id == DEPLOYMENT_ID
     assert receipt.target_environment == "synthetic-dev" and receipt.trust_tier == "non_production"
@@ -80,7 +87,7 @@ def test_issued_receipts_bind_everything(issuer, verified, authority) -> None:
     assert receipt.revocation_epoch == 0
     assert receipt.verified_at == "2026-01-05T10:00:00Z"
     assert receipt.expires_at == "2026-01-05T11:00:00Z"  # one-hour lifetime, before the grant's expiry
-    assert _require(issuer, receipt, PublicationReceipt) is receipt
+    assert require(issuer, receipt, PublicationReceipt) is receipt
 
 
 def test_receipt_expiry_never_outlives_the_grant(authority, verified, live) -> None:
@@ -90,7 +97,7 @@ def test_receipt_expiry_never_outlives_the_grant(authority, verified, live) -> N
     assert receipt.expires_at == verified.expires_at
 
 
-def test_the_three_kinds_are_not_interchangeable(issuer, verified) -> None:
+def test_the_three_kinds_are_not_interchangeable(issuer, verified, require) -> None:
     projection = _projection(verified)
     receipts = {
         PublicationReceipt: issuer.issue_publication(verified, projection),
@@ -100,33 +107,33 @@ def test_the_three_kinds_are_not_interchangeable(issuer, verified) -> None:
     for held_kind, receipt in receipts.items():
         for required_kind in receipts:
             if held_kind is required_kind:
-                assert _require(issuer, receipt, required_kind) is receipt
+                assert require(issuer, receipt, required_kind) is receipt
             else:
-                error = _code(lambda: _require(issuer, receipt, required_kind))
+                error = _code(lambda: require(issuer, receipt, required_kind))
                 assert error.code == "admission.receipt_kind_mismatch"
     digests = {receipt.document_digest() for receipt in receipts.values()}
     assert len(digests) == 3
 
 
-def test_activation_purpose_is_bound(issuer, verified) -> None:
+def test_activation_purpose_is_bound(issuer, verified, require) -> None:
     repair = issuer.issue_activation(verified, _projection(verified), purpose="audit_repair")
-    assert _require(issuer, repair, ActivationReceipt, purpose="audit_repair")
-    error = _code(lambda: _require(issuer, repair, ActivationReceipt, purpose="pointer_recovery"))
+    assert require(issuer, repair, ActivationReceipt, purpose="audit_repair")
+    error = _code(lambda: require(issuer, repair, ActivationReceipt, purpose="pointer_recovery"))
     assert error.code == "admission.binding_mismatch"
 
 
-def test_missing_and_unknown_receipts(issuer, verified) -> None:
-    assert _code(lambda: _require(issuer, None, PublicationReceipt)).code == "admission.receipt_missing"
-    assert _code(lambda: _require(issuer, verified, PublicationReceipt)).code == "admission.receipt_unknown"
+def test_missing_and_unknown_receipts(issuer, verified, require) -> None:
+    assert _code(lambda: require(issuer, None, PublicationReceipt)).code == "admission.receipt_missing"
+    assert _code(lambda: require(issuer, verified, PublicationReceipt)).code == "admission.receipt_unknown"
     receipt = issuer.issue_publication(verified, _projection(verified))
-    assert _code(lambda: _require(issuer, receipt, DevelopmentAuthorityReceipt)).code == "admission.receipt_unknown"
+    assert _code(lambda: require(issuer, receipt, DevelopmentAuthorityReceipt)).code == "admission.receipt_unknown"
 
 
 @pytest.mark.parametrize("field", ["release_id", "deployment_id"])
-def test_receipt_for_another_release_or_deployment_refused(issuer, verified, field) -> None:
+def test_receipt_for_another_release_or_deployment_refused(issuer, verified, field, require) -> None:
     receipt = issuer.issue_publication(verified, _projection(verified))
     other = {"release_id": digest("dpone.x.v1", ["other"]), "deployment_id": "synthetic-deployment-0002"}[field]
-    assert _code(lambda: _require(issuer, receipt, PublicationReceipt, **{field: other})).code == "admission.binding_mismatch"
+    assert _code(lambda: require(issuer, receipt, PublicationReceipt, **{field: other})).code == "admission.binding_mismatch"
 
 
 @pytest.mark.parametrize(
@@ -138,7 +145,7 @@ def test_issue_refuses_mismatched_projection(issuer, verified, projection_overri
     assert error.code == "admission.binding_mismatch"
 
 
-def test_production_tier_refused_from_configuration_or_projection(authority, verified, live) -> None:
+def test_production_tier_refused_from_configuration_or_projection(authority, verified, live, require) -> None:
     production = TargetConfiguration(environment="synthetic-dev", trust_tier="production", policy_digest=authority.policy_digest)
     error = _code(lambda: ReceiptIssuer(production, live, authority.clock).issue_publication(verified, _projection(verified)))
     assert error.code == "admission.production_tier"
@@ -148,7 +155,7 @@ def test_production_tier_refused_from_configuration_or_projection(authority, ver
     assert error.code == "admission.production_tier"
     receipt = issuer.issue_publication(verified, _projection(verified))
     relabelled = ReceiptIssuer(production, live, authority.clock)
-    assert _code(lambda: _require(relabelled, receipt, PublicationReceipt)).code == "admission.production_tier"
+    assert _code(lambda: require(relabelled, receipt, PublicationReceipt)).code == "admission.production_tier"
 
 
 def test_authority_under_another_policy_refused(authority, verified, live) -> None:
@@ -158,7 +165,7 @@ def test_authority_under_another_policy_refused(authority, verified, live) -> No
     assert _code(lambda: issuer.issue_publication(verified, _projection(verified))).code == "admission.policy_mismatch"
 
 
-def test_reuse_after_protected_policy_repin_refused(authority, verified, live, issuer) -> None:
+def test_reuse_after_protected_policy_repin_refused(authority, verified, live, issuer, require) -> None:
     receipt = issuer.issue_publication(verified, _projection(verified))
     repinned_digest = digest("dpone.development-policy.v1", {"next": 1})
     repinned = ReceiptIssuer(
@@ -166,28 +173,28 @@ def test_reuse_after_protected_policy_repin_refused(authority, verified, live, i
         ControllableCurrentTarget(repinned_digest),
         authority.clock,
     )
-    assert _code(lambda: _require(repinned, receipt, PublicationReceipt)).code == "admission.policy_mismatch"
+    assert _code(lambda: require(repinned, receipt, PublicationReceipt)).code == "admission.policy_mismatch"
 
 
-def test_reuse_after_live_policy_change_refused(issuer, verified, live) -> None:
+def test_reuse_after_live_policy_change_refused(issuer, verified, live, require) -> None:
     receipt = issuer.issue_publication(verified, _projection(verified))
     live.policy_digest = digest("dpone.development-policy.v1", {"changed": 1})
-    error = _code(lambda: _require(issuer, receipt, PublicationReceipt))
+    error = _code(lambda: require(issuer, receipt, PublicationReceipt))
     assert error.code == "authority.activation_authority" and error.reason == "policy_changed"
 
 
-def test_reuse_after_epoch_change_refused(issuer, verified, live) -> None:
+def test_reuse_after_epoch_change_refused(issuer, verified, live, require) -> None:
     receipt = issuer.issue_materialization(verified, _projection(verified))
     live.revocation_epoch = 1
-    error = _code(lambda: _require(issuer, receipt, MaterializationReceipt))
+    error = _code(lambda: require(issuer, receipt, MaterializationReceipt))
     assert error.code == "authority.activation_authority" and error.reason == "epoch_changed"
     assert _code(lambda: issuer.issue_materialization(verified, _projection(verified))).code == "authority.activation_authority"
 
 
-def test_verifier_failure_is_one_sanitized_error(issuer, verified, live) -> None:
+def test_verifier_failure_is_one_sanitized_error(issuer, verified, live, require) -> None:
     receipt = issuer.issue_activation(verified, _projection(verified), purpose="pointer_recovery")
     live.broken = True
-    error = _code(lambda: _require(issuer, receipt, ActivationReceipt))
+    error = _code(lambda: require(issuer, receipt, ActivationReceipt))
     assert isinstance(error, ActivationAuthorityError) and error.reason == "verifier_failed"
     assert "secret" not in str(error) and "10.0.0.1" not in str(error)
 
@@ -202,21 +209,21 @@ def test_verifier_with_a_wrong_answer_type_fails_closed(authority, verified) -> 
     assert error.code == "authority.activation_authority"
 
 
-def test_the_verifier_is_consulted_before_every_operation(issuer, verified, live) -> None:
+def test_the_verifier_is_consulted_before_every_operation(issuer, verified, live, require) -> None:
     receipt = issuer.issue_publication(verified, _projection(verified))
     before = live.calls
     for _ in range(3):
-        _require(issuer, receipt, PublicationReceipt)
+        require(issuer, receipt, PublicationReceipt)
     assert live.calls == before + 3
 
 
-def test_expired_receipt_and_expired_grant(authority, verified, live) -> None:
+def test_expired_receipt_and_expired_grant(authority, verified, live, require) -> None:
     target = TargetConfiguration(environment="synthetic-dev", trust_tier="non_production", policy_digest=authority.policy_digest)
     clock = FixedClock(authority.now)
     issuer = ReceiptIssuer(target, live, clock)
     receipt = issuer.issue_publication(verified, _projection(verified))
     clock.moment = authority.now + timedelta(hours=1)
-    assert _code(lambda: _require(issuer, receipt, PublicationReceipt)).code == "admission.expired"
+    assert _code(lambda: require(issuer, receipt, PublicationReceipt)).code == "admission.expired"
     clock.moment = authority.now + timedelta(days=2)
     assert _code(lambda: issuer.issue_publication(verified, _projection(verified))).code == "admission.expired"
     clock.moment = authority.now - timedelta(days=1)
@@ -233,14 +240,14 @@ def test_broken_clock_is_activation_authority(authority, verified, live) -> None
     assert error.code == "authority.activation_authority"
 
 
-def test_failure_after_preparation_requires_recovery(issuer, verified, live) -> None:
+def test_failure_after_preparation_requires_recovery(issuer, verified, live, require) -> None:
     receipt = issuer.issue_activation(verified, _projection(verified), purpose="activate")
-    assert _require(issuer, receipt, ActivationReceipt, after_preparation=True) is receipt
+    assert require(issuer, receipt, ActivationReceipt, after_preparation=True) is receipt
     live.revocation_epoch = 7
-    error = _code(lambda: _require(issuer, receipt, ActivationReceipt, after_preparation=True))
+    error = _code(lambda: require(issuer, receipt, ActivationReceipt, after_preparation=True))
     assert isinstance(error, RecoveryRequiredError)
     assert error.code == "authority.recovery_required" and error.cause_code == "authority.activation_authority"
-    error = _code(lambda: _require(issuer, receipt, PublicationReceipt, after_preparation=True))
+    error = _code(lambda: require(issuer, receipt, PublicationReceipt, after_preparation=True))
     assert error.code == "authority.recovery_required" and error.cause_code == "admission.receipt_kind_mismatch"
 
 
@@ -249,3 +256,33 @@ def test_receipt_round_trips_through_canonical_bytes(issuer, verified) -> None:
 
     receipt = issuer.issue_activation(verified, _projection(verified), purpose="audit_repair")
     assert read_document(receipt.canonical_bytes()) == receipt
+
+
+def test_an_authority_receipt_is_not_used_before_it_was_verified(authority, verified, live) -> None:
+    """Inside the grant's window, but before the grant was verified: the clock went back."""
+    target = TargetConfiguration(environment="synthetic-dev", trust_tier="non_production", policy_digest=authority.policy_digest)
+    early = ReceiptIssuer(target, live, FixedClock(authority.now - timedelta(minutes=10)))
+    assert _code(lambda: early.issue_publication(verified, _projection(verified))).code == "admission.used_before_verification"
+
+
+def test_a_deployment_record_is_accepted_only_as_the_record_of_this_release(issuer, verified, require) -> None:
+    from dpone_dagster.contracts.release_records import DeploymentRecord, DeploymentRecordV1, MemberDigest
+
+    receipt = issuer.issue_activation(verified, _projection(verified), purpose="activate")
+    fields = dict(
+        release_id=RELEASE_ID,
+        deployment_id=DEPLOYMENT_ID,
+        environment="synthetic-dev",
+        trust_tier="non_production",
+        grant_digest=verified.grant_digest,
+        authority_expires_at=verified.expires_at,
+        revocation_epoch=0,
+        installed_at=verified.verified_at,
+        members=[MemberDigest(path="release.json", content_sha256="0" * 64, size=1)],
+    )
+    record = DeploymentRecord.bound(**fields)
+    assert require(issuer, receipt, ActivationReceipt, authority=record) is receipt
+    other = DeploymentRecord.bound(**{**fields, "deployment_id": "synthetic-deployment-0002"})
+    assert _code(lambda: require(issuer, receipt, ActivationReceipt, authority=other)).code == "admission.binding_mismatch"
+    unbound = DeploymentRecordV1(**fields)
+    assert _code(lambda: require(issuer, receipt, ActivationReceipt, authority=unbound)).code == "admission.receipt_unauthenticated"

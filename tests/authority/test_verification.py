@@ -212,6 +212,9 @@ def test_concurrent_newer_acceptance_is_a_rollback(authority: SyntheticAuthority
         def accept(self, policy_digest, environment, accepted):
             return False
 
+        def raise_epoch(self, policy_digest, environment, epoch):
+            return epoch
+
     ports = AuthorityPorts(authority.clock, authority.ports.policies, authority.epochs, RacingStore(), authority.ports.signatures)
     _refused("authority.rollback", authority, *authority.signed(), ports=ports)
 

@@ -112,6 +112,7 @@ def test_nothing_installed_loads_an_empty_location(fresh, env_of):
 def test_the_location_cannot_write_the_cache_even_with_a_receipt_the_target_accepts(copied_release, env_of):
     from datetime import timedelta
 
+    from dpone_dagster.authority.receipt_seal import PROCESS_SEAL
     from dpone_dagster.contracts.bounds import format_timestamp
     from dpone_dagster.contracts.receipts import ActivationReceipt
     from dpone_dagster.defs.release.resources import TargetAdmissionResource
@@ -121,7 +122,7 @@ def test_the_location_cannot_write_the_cache_even_with_a_receipt_the_target_acce
     installed = load_active_release(cache)
     issuer = TargetAdmissionResource(setup.settings).issuer()
     now = SystemClock().now()
-    receipt = ActivationReceipt(
+    receipt = PROCESS_SEAL.seal(ActivationReceipt(  # sealed in this process, as the target's issuer would
         release_id=installed.bundle.release_id,
         deployment_id=installed.record.deployment_id,
         target_environment=issuer.target.environment,
@@ -132,8 +133,8 @@ def test_the_location_cannot_write_the_cache_even_with_a_receipt_the_target_acce
         verified_at=format_timestamp(now - timedelta(minutes=1)),
         expires_at=format_timestamp(now + timedelta(minutes=10)),
         purpose="activate",
-    )
-    admit = {"release_id": receipt.release_id, "deployment_id": receipt.deployment_id, "purpose": "activate"}
+    ))
+    admit = {"release_id": receipt.release_id, "deployment_id": receipt.deployment_id, "purpose": "activate", "authority": installed.record}
     assert issuer.require_current(receipt, ActivationReceipt, **admit) is receipt
     with pytest.raises(DponeError) as raised:
         cache.admission.require_current(receipt, ActivationReceipt, **admit)

@@ -235,7 +235,7 @@ class SyntheticTarget:
 
     def __post_init__(self) -> None:
         self.live = ControllableCurrentTarget(self.authority.policy_digest)
-        self.issuer = ReceiptIssuer(self.configuration, self.live, self.authority.clock)
+        self.issuer = ReceiptIssuer(self.configuration, self.live, self.authority.clock, epoch_marks=self.authority.sequences)
 
     @property
     def configuration(self) -> TargetConfiguration:

@@ -399,7 +399,9 @@ def test_expiry_blocks_new_attempts_and_history_stays_readable(site):
     site.target.clock.moment += timedelta(days=3)
     refused(lambda: site.target.publication(release.bundle, release.authority), "admission.expired")
     with pytest.raises(AdmissionError):
-        site.target.issuer.require_current(None, PublicationReceipt, release_id=release.bundle.release_id, deployment_id="x")
+        site.target.issuer.require_current(
+            None, PublicationReceipt, release_id=release.bundle.release_id, deployment_id="x", authority=release.authority
+        )
     assert site.pipeline.registry.fetch(release.bundle.release_id).release_id == release.bundle.release_id
     assert site.pipeline.cache.audit_log()[0].release_id == release.bundle.release_id
     result = CliRunner().invoke(dpone_app, ["release", "show", "--json", str(site.pipeline.cache.root / "deployments" / release.bundle.release_id[7:])])

@@ -4,6 +4,11 @@ A release's identity, its constituent ids, selection fingerprints, the registry'
 the release cache's deployment record, pointer, audit line and activation intent are all written to
 storage and compared later by digest. These values must never change; if this test fails, a
 persisted identity changed, which old registries and caches would no longer recognise.
+
+One change was made on purpose: the deployment record became `dpone.deployment-record.v2`, which adds
+`integrity_subject` (issue 20 item 6). Its bytes and digest are new; the v1 record of the same
+installation (the subject removed, schema v1) is byte for byte the old golden file, and v1 records
+are still read. No release, constituent, commit, pointer, audit or receipt identity changed.
 """
 
 from __future__ import annotations
@@ -11,7 +16,14 @@ from __future__ import annotations
 import hashlib
 
 from dpone_dagster.contracts.base import parse_document
-from dpone_dagster.contracts.release_records import ActivationIntent, AuditEntry, CurrentPointer, DeploymentRecord
+from dpone_dagster.contracts.canonical import dumps, loads
+from dpone_dagster.contracts.release_records import (
+    ActivationIntent,
+    AuditEntry,
+    CurrentPointer,
+    DeploymentRecord,
+    DeploymentRecordV1,
+)
 from dpone_dagster.release.delivery.install import ReleaseCache
 from dpone_dagster.release.delivery.registry import commit_for
 
@@ -28,10 +40,14 @@ CACHE_FILES = {
     "current": ("01667db7219f0c76b700168eec91fa4e6970a146fc98ebba7980f780b8374f49", CurrentPointer,
                 "sha256:340d48b8734d527fd3e8ac85f11c599d0bce5e882d935ef7f954b20528ae55f3"),
     f"deployments/{RELEASE_ID.removeprefix('sha256:')}/deployment.json": (
-        "d797f9c0c2414d63ecb1d4184265d07a4d4bd03f45d340402b76f28f7d58cdba", DeploymentRecord,
-        "sha256:35df09ec63ae30ebea9b086f5389ad04d584dc28ecd15dae3b37b2d4eab0724b",
+        "945f385fe5468554c82707db8c5ac82a5af570c8900ddd4e6ba971a97954f6e7", DeploymentRecord,
+        "sha256:bc6d71f65179c5aa9a51799bbc16090c369623f0b1593dbc1bc0aa2620ec2122",
     ),
 }
+V1_DEPLOYMENT_RECORD = (
+    "d797f9c0c2414d63ecb1d4184265d07a4d4bd03f45d340402b76f28f7d58cdba",
+    "sha256:35df09ec63ae30ebea9b086f5389ad04d584dc28ecd15dae3b37b2d4eab0724b",
+)
 
 
 def _sha(data: bytes) -> str:
@@ -54,6 +70,10 @@ def test_release_cache_documents_are_byte_stable(tmp_path, target, release) -> N
         data = (tmp_path / path).read_bytes()
         assert _sha(data) == file_sha, path
         assert parse_document(model, data.rstrip(b"\n")).document_digest() == document_digest, path
+    record = loads((tmp_path / "deployments" / RELEASE_ID.removeprefix("sha256:") / "deployment.json").read_bytes())
+    del record["integrity_subject"]
+    v1 = dumps({**record, "schema": "dpone.deployment-record.v1"})
+    assert (_sha(v1), parse_document(DeploymentRecordV1, v1).document_digest()) == V1_DEPLOYMENT_RECORD
 
 
 def test_activation_intent_is_byte_stable() -> None:

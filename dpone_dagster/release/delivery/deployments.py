@@ -3,6 +3,12 @@
 What a reader could get wrong: reading needs no receipt on purpose (expired or revoked authority
 blocks new attempts, never the evidence), but nothing read here is authority either: a deployment
 record says what *was* installed, and every change is still checked against a fresh receipt.
+
+The record's authority fields (`authority_expires_at`, `revocation_epoch`, `installed_at`) are inside
+its integrity subject (`dpone.deployment-record.v2`): an edited record does not load, so nothing
+reports or decides on edited values. A `dpone.deployment-record.v1` record (written before the
+subject existed) still loads as evidence, with `record.authority_bound` False: its authority fields
+cannot be trusted, and activation refuses it (move it aside and install the release again).
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from pathlib import Path
 from dpone_dagster.contracts.base import ContractModel, parse_document
 from dpone_dagster.contracts.canonical import CanonicalError
 from dpone_dagster.contracts.coded import CodedError
-from dpone_dagster.contracts.release_records import AuditEntry, DeploymentRecord
+from dpone_dagster.contracts.release_records import AuditEntry, DeploymentRecord, DeploymentRecordV1
 from dpone_dagster.release.build.bundle import ReleaseBundle, deployment_id_of, open_bundle
 from dpone_dagster.release.errors import ActivationError, IntegrityError
 
@@ -24,15 +30,17 @@ GENESIS = "0" * 64
 @dataclass(frozen=True)
 class InstalledRelease:
     bundle: ReleaseBundle
-    record: DeploymentRecord
+    record: DeploymentRecord | DeploymentRecordV1
     path: Path
 
 
 def read_deployment(path: Path, release_id: str) -> InstalledRelease:
     """Read and fully verify one installed deployment directory (no receipt needed: read-only)."""
-    record = read_document(DeploymentRecord, path / "deployment.json")
-    if record is None or record.release_id != release_id:
-        raise IntegrityError("release.integrity_mismatch", "the deployment record is missing or names another release")
+    record = read_document(DeploymentRecord, path / "deployment.json") or read_document(DeploymentRecordV1, path / "deployment.json")
+    if record is None:
+        raise IntegrityError("release.integrity_mismatch", "the deployment record is missing, unreadable or was edited")
+    if record.release_id != release_id:
+        raise IntegrityError("release.integrity_mismatch", "the deployment record names another release")
     members_root = path / "members"
     members = {}
     for member in record.members:

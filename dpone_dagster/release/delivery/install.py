@@ -12,7 +12,8 @@ Every protected step re-verifies its own receipt kind through the injected `Targ
 immediately before it writes: materialization before the cache write (after re-applying the combined
 budget), activation before preparation, and again (`after_preparation=True`) both after preparation
 and immediately before the pointer commit, each time after a full `open_bundle` validation of the
-installed bytes. Pointer-changing recovery, audit-only repair and rollback follow the same rule with
+installed bytes. Each check names what the release is delivered under: the authority receipt when
+materializing, the installed `dpone.deployment-record.v2` (authority fields bound) when activating. Pointer-changing recovery, audit-only repair and rollback follow the same rule with
 their own activation-receipt purposes (`pointer_recovery`, `audit_repair`, `rollback`); an
 `activate` receipt never admits a rollback. Verified reading lives in `release.deployments`; the
 operator entry points (receipts issued from the live grant) in `release.operations`.
@@ -110,12 +111,14 @@ class ReleaseCache:
         verified = open_bundle(bundle.members, expected_release_id=bundle.release_id)
         deployment_id = deployment_projection(verified, authority).deployment_id
         require_within_budget(workloads=verified.workload_count, source_bytes=verified.source_bytes, limits=authority.effective_limits)
-        self.admission.require_current(receipt, MaterializationReceipt, release_id=verified.release_id, deployment_id=deployment_id)
+        self.admission.require_current(
+            receipt, MaterializationReceipt, release_id=verified.release_id, deployment_id=deployment_id, authority=authority
+        )
         final = self._deployment_dir(verified.release_id)
         if final.exists():
             self.load(verified.release_id)
             return MaterializationResult(verified.release_id, deployment_id, 0, already_installed=True)
-        record = DeploymentRecord(
+        record = DeploymentRecord.bound(
             release_id=verified.release_id,
             deployment_id=deployment_id,
             environment=authority.environment,
@@ -165,6 +168,30 @@ class ReleaseCache:
         if not path.is_dir():
             raise ActivationError("release.not_installed", "that release is not installed in this cache")
         return read_deployment(path, release_id)
+
+    def _admit_activation(
+        self, receipt: ActivationReceipt | None, record: DeploymentRecord, purpose: str, *, deployment_id: str | None = None, after_preparation: bool = False
+    ) -> None:
+        """The live activation-receipt check for `record`'s release (and the deployment a pointer or intent names)."""
+        self.admission.require_current(
+            receipt,
+            ActivationReceipt,
+            release_id=record.release_id,
+            deployment_id=deployment_id or record.deployment_id,
+            authority=record,
+            purpose=purpose,
+            after_preparation=after_preparation,
+        )
+
+    def _bound_record(self, release_id: str) -> DeploymentRecord:
+        """The installed record whose authority fields an activation is checked against; v1 binds none."""
+        record = self.load(release_id).record
+        if not isinstance(record, DeploymentRecord):
+            raise IntegrityError(
+                "release.integrity_mismatch",
+                "the deployment record predates bound authority fields (v1); move the deployment aside and install the release again",
+            )
+        return record
 
     def deployments(self) -> list[str]:
         root = self.root / "deployments"
@@ -228,9 +255,9 @@ class ReleaseCache:
         purpose: AuthorizedBy = "rollback" if action == "rollback" else "activate"
         if self.pending() is not None:
             raise ActivationError("release.activation_recovery_required", "a prepared activation is pending; recover it first")
-        installed = self.load(release_id)
-        deployment_id = installed.record.deployment_id
-        self.admission.require_current(receipt, ActivationReceipt, release_id=release_id, deployment_id=deployment_id, purpose=purpose)
+        record = self._bound_record(release_id)
+        deployment_id = record.deployment_id
+        self._admit_activation(receipt, record, purpose)
         pointer = self.current()
         intent = self._intent(
             action, release_id, deployment_id, pointer.release_id if pointer else None, len(self.audit_log()) + 1, receipt
@@ -253,9 +280,7 @@ class ReleaseCache:
         intent = self.pending()
         if intent is None:
             return None
-        self.admission.require_current(
-            receipt, ActivationReceipt, release_id=intent.release_id, deployment_id=intent.deployment_id, purpose="pointer_recovery"
-        )
+        self._admit_activation(receipt, self._bound_record(intent.release_id), "pointer_recovery", deployment_id=intent.deployment_id)
         self._drop_torn_audit_tail()
         pointer = self.current()
         changed = pointer is None or pointer.release_id != intent.release_id
@@ -280,9 +305,7 @@ class ReleaseCache:
         pointer = self.current()
         if pointer is None:
             return None
-        self.admission.require_current(
-            receipt, ActivationReceipt, release_id=pointer.release_id, deployment_id=pointer.deployment_id, purpose="audit_repair"
-        )
+        self._admit_activation(receipt, self._bound_record(pointer.release_id), "audit_repair", deployment_id=pointer.deployment_id)
         entries = self.audit_log()
         if any(e.sequence == pointer.audit_sequence and e.release_id == pointer.release_id for e in entries):
             return None
@@ -339,14 +362,12 @@ class ReleaseCache:
     def _validated(self, release_id: str, deployment_id: str, receipt: ActivationReceipt, *, purpose: str) -> None:
         """Full sealed-projection + artifact-integrity validation, then the live receipt re-check."""
         try:
-            installed = self.load(release_id)
+            record = self._bound_record(release_id)
         except (IntegrityError, ActivationError) as error:
             raise self._recovery_required(f"the installed deployment failed validation ({error.code})") from None
-        if installed.record.deployment_id != deployment_id:
+        if record.deployment_id != deployment_id:
             raise self._recovery_required("the installed deployment is not the prepared one")
-        self.admission.require_current(
-            receipt, ActivationReceipt, release_id=release_id, deployment_id=deployment_id, purpose=purpose, after_preparation=True
-        )
+        self._admit_activation(receipt, record, purpose, after_preparation=True)
 
     def _append_audit(self, intent: ActivationIntent, *, authorized_by: AuthorizedBy, receipt_digest: str) -> AuditEntry:
         """Append the entry for `intent`, naming the receipt that authorized *this* step (`authorized_by`).

@@ -90,7 +90,9 @@ class ReleaseRegistry:
         commit = commit_for(verified)
         key = commit_key(verified.release_id)
         require_within_budget(workloads=verified.workload_count, source_bytes=verified.source_bytes, limits=authority.effective_limits)
-        admission.require_current(receipt, PublicationReceipt, release_id=verified.release_id, deployment_id=deployment_id)
+        admission.require_current(
+            receipt, PublicationReceipt, release_id=verified.release_id, deployment_id=deployment_id, authority=authority
+        )
         with self.leases.hold("publication"):
             return self._publish(verified, commit, key)
 

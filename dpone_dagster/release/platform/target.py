@@ -24,7 +24,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from dpone_dagster.authority.target_admission import CurrentTarget
+from dpone_dagster.authority.ports import CurrentTarget
 from dpone_dagster.config import StorageConfig, resolve_secret
 from dpone_dagster.contracts.base import ContractModel, parse_document
 from dpone_dagster.contracts.bounds import Count, Digest, Name
