@@ -81,6 +81,8 @@ def confine_this_process(config: DponeConfig | None = None) -> bool:
     extra = confine(config, os.environ)
     if extra is None:
         return False
+    if "DAGSTER_HOME" not in os.environ:
+        extra.pop("DAGSTER_HOME")  # the same home by default; left unset, `dpone dev --json` says so truly
     os.environ.update(extra)
     tempfile.tempdir = None  # forget the temp folder computed before TMPDIR was set
     if _thread_count() != 1:
