@@ -67,6 +67,19 @@ def prepare_dev(env: Mapping[str, str] | None = None) -> DevPreparation:
     return DevPreparation(home=home, observed=observed, workspace_file=config.project_root / "workspace.yaml")
 
 
+def confine_fork_dev() -> None:
+    """In a fork: prepare the dbt manifest (the project's `target/` is read-only afterwards), then confine
+    this process; `dagster dev` and all it starts inherit it (dpone_dagster/confinement)."""
+    from dpone_dagster.config import load_config
+    from dpone_dagster.confinement.launcher import confine_this_process
+    from dpone_dagster.contracts.workspace_ids import ROOT_WORKSPACE
+    from dpone_dagster.integration.dbt.project import prepare_manifest
+
+    if load_config().workspace != ROOT_WORKSPACE:
+        prepare_manifest()
+        confine_this_process()
+
+
 def dev(
     port: int = typer.Option(3000, help="Port of the webserver (always on 127.0.0.1)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Prepare the instance and print it; do not start."),
@@ -74,6 +87,7 @@ def dev(
 ) -> None:
     """Start `dagster dev` on this workspace's own Dagster instance (one instance per workspace)."""
     try:
+        confine_fork_dev()
         prepared = prepare_dev()
     except DponeError as exc:
         typer.echo(f"error [{exc.code}]: {exc.message}", err=True)
