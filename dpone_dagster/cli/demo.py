@@ -3,10 +3,11 @@
 `prepare` parses the dbt project into its manifest once (skipped when the manifest matches the
 sources). `demo` prepares, materializes every dbt asset of dbt_project_synthetic into the configured
 workspace's `main` lake (the embedded DuckLake under `.dpone/` unless `dpone.yaml` says otherwise)
-through the same Dagster definitions `make dev` serves, prints where the lake lives and how many
-rows each of its tables holds, then runs the release group end to end (`release_job`) and prints
-the installed release identity, what publication wrote, and the runtime admission result: every
-task denied, zero credential resolutions.
+through the same Dagster definitions `make dev` serves (the location module loaded by name,
+`dpone_dagster.cli.location`, never imported statically), prints where the lake lives and how many
+rows each of its tables holds, then runs that location's release group end to end (`release_job`)
+and prints the installed release identity, what publication wrote, and the runtime admission
+result: every task denied, zero credential resolutions.
 
 What a reader could get wrong: the demo runs in the configured workspace's own Dagster instance
 (`DAGSTER_HOME` if set, else `.dpone/dagster_home` for prod and `.dpone/workspaces/<fork>/dagster_home`
@@ -26,7 +27,9 @@ from dpone_dagster.config import DEFAULT_LAKE, load_config
 from dpone_dagster.errors import DponeError
 
 if TYPE_CHECKING:
-    from dpone_dagster.defs.release.run import ReleaseRunSummary
+    import dagster as dg
+
+    from dpone_dagster.release.run_summary import ReleaseRunSummary
 
 
 @dataclass(frozen=True)
@@ -101,16 +104,18 @@ def demo_instance():
     return DagsterInstance.from_config(str(home.path))
 
 
-def materialize_dbt_assets(instance) -> int:
-    """Materialize every dbt asset through the code location's definitions; returns asset count."""
+def materialize_dbt_assets(instance, location: dg.Definitions) -> int:
+    """Materialize the location's unpartitioned DuckLake assets (the dbt models) in one run; returns asset count."""
     from dagster import materialize
 
-    from dpone_dagster.definitions import defs
-    from dpone_dagster.defs.dbt.assets import synthetic_dbt_assets
+    from dpone_dagster.cli.location import lake_assets
 
+    assets = lake_assets(location)
+    if not assets:
+        raise DponeError("the code location has no unpartitioned DuckLake assets", code="demo.materialization_failed")
     result = materialize(
-        [synthetic_dbt_assets],
-        resources=dict(defs.resources or {}),
+        assets,
+        resources=dict(location.resources or {}),
         instance=instance,
         raise_on_error=False,
         run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
@@ -147,13 +152,13 @@ class ReleaseOutcome:
         return [header, first, published, installed, *rest]
 
 
-def run_release(instance) -> ReleaseOutcome:
-    """Run the release group end to end (`release_job`) and read what its stages reported."""
+def run_release(instance, location: dg.Definitions) -> ReleaseOutcome:
+    """Run the location's release group end to end (`release_job`) and read what its stages reported."""
     from dagster import DagsterEventType
 
-    from dpone_dagster.defs.release.run import run_release_job
+    from dpone_dagster.cli.release_run import run_release_job
 
-    summary = run_release_job(instance)
+    summary = run_release_job(location, instance)
     reported = {
         entry.dagster_event.asset_key.to_user_string(): {
             key: value.value for key, value in entry.asset_materialization.metadata.items()
@@ -179,12 +184,14 @@ def prepare(force: bool = typer.Option(False, help="Parse even if the manifest i
 
 def demo() -> None:
     """Build every dbt model into the main lake, then deliver a dormant development release."""
+    from dpone_dagster.cli.location import load_location
     from dpone_dagster.integration.dbt.project import prepare_manifest
 
     def run() -> None:
         prepare_manifest()
+        location = load_location()
         instance = demo_instance()
-        count = materialize_dbt_assets(instance)
+        count = materialize_dbt_assets(instance, location)
         typer.echo(f"materialized {count} dbt assets")
         for line in lake_location_lines():
             typer.echo(line)
@@ -193,7 +200,7 @@ def demo() -> None:
         for t in tables:
             suffix = "" if t.kind == "table" else f"  ({t.kind})"
             typer.echo(f"  {t.schema + '.' + t.table:<{width}}  {t.rows:>8} rows{suffix}")
-        for line in run_release(instance).lines():
+        for line in run_release(instance, location).lines():
             typer.echo(line)
 
     _run(run)

@@ -36,17 +36,11 @@ class DevPreparation:
         return {**self.home.as_json(), "observed_fork_state": self.observed}
 
 
-def ducklake_keys(defs) -> list:
-    """Asset keys of every DuckLake table asset (kind `ducklake`) of a `Definitions`."""
-    from dpone_dagster.integration.lake.observations import LAKE_KIND
-
-    return sorted((spec.key for spec in defs.resolve_all_asset_specs() if LAKE_KIND in spec.kinds), key=str)
-
-
 def prepare_dev(env: Mapping[str, str] | None = None) -> DevPreparation:
     """Prepare the configured workspace's Dagster home; in a fork, record its fork state there."""
     from dagster import DagsterInstance
 
+    from dpone_dagster.cli.location import ducklake_keys, load_location
     from dpone_dagster.config import load_config
     from dpone_dagster.contracts.workspace_ids import ROOT_WORKSPACE
     from dpone_dagster.integration.dbt.project import prepare_manifest
@@ -60,10 +54,9 @@ def prepare_dev(env: Mapping[str, str] | None = None) -> DevPreparation:
     observed: dict[str, int] = {}
     if config.workspace != ROOT_WORKSPACE:
         prepare_manifest()
-        from dpone_dagster.definitions import defs
-
+        location = load_location()
         with DagsterInstance.from_config(str(home.path)) as instance:
-            observed = record_fork_state(instance, DuckLakeResource(), ducklake_keys(defs)).counts()
+            observed = record_fork_state(instance, DuckLakeResource(), ducklake_keys(location)).counts()
     return DevPreparation(home=home, observed=observed, workspace_file=config.project_root / "workspace.yaml")
 
 

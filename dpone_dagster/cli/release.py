@@ -14,9 +14,10 @@ with the platform-adapter resources, and nothing read here (embedded grant diges
 records) is ever treated as authority.
 
 `dpone release recover|repair-audit|rollback|gc [--dry-run] [--json]` are the operator operations
-(`dpone_dagster.release.delivery.operations`) over the configured release platform's resources, exactly what
-the `release_*_job` jobs run: authority comes from the authority location and the protected target,
-never from a flag or a file named on the command line. Each prints what it did (`action`), the
+(`dpone_dagster.release.delivery.operations`) over the configured release platform, built by the one
+composition the `release_*_job` jobs use too (`dpone_dagster.release.services.compose_release_services`):
+authority comes from the authority location and the protected target, never from a flag or a file
+named on the command line. Each prints what it did (`action`), the
 receipt it ran under, and exits 1 with `refused: [code] message` on a typed refusal.
 """
 
@@ -27,7 +28,6 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from types import SimpleNamespace
 
 import typer
 
@@ -150,21 +150,11 @@ def verify(path: str) -> None:
 
 
 def _operations():
-    """The operations service over the configured platform's release resources (as the jobs use)."""
-    from dpone_dagster.defs.release import resources
-    from dpone_dagster.defs.release.operations import release_operations
+    """The operations service over the configured release platform, composed as the jobs compose it."""
     from dpone_dagster.release.platform.settings import release_settings
+    from dpone_dagster.release.services import ReleasePlatform, compose_release_services
 
-    settings = release_settings(load_config())
-    return release_operations(
-        SimpleNamespace(
-            authority_platform=resources.AuthorityPlatform(settings),
-            target_admission=resources.TargetAdmissionResource(settings),
-            release_registry=resources.ReleaseRegistryResource(settings),
-            release_cache=resources.ReleaseCacheResource(settings),
-            release_source=resources.ReleaseSourceResource(settings),
-        )
-    )
+    return compose_release_services(ReleasePlatform.from_settings(release_settings(load_config()))).operations
 
 
 def _operate(method: str, *, dry_run: bool, as_json: bool) -> None:

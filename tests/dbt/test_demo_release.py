@@ -1,4 +1,8 @@
-"""The release half of `dpone demo`: the release group end to end, then an identical retry that writes nothing."""
+"""The release half of `dpone demo`: the release group end to end, then an identical retry that writes nothing.
+
+The release domain's definitions are built here for this test's state directory (`location_definitions`);
+`dpone demo` itself hands over the code location it loaded by module name (`dpone_dagster.cli.location`).
+"""
 
 from __future__ import annotations
 
@@ -6,13 +10,15 @@ import dagster as dg
 
 from dpone_dagster.cli.demo import run_release
 from dpone_dagster.control.store import reset_store_cache
+from dpone_dagster.defs.release.definitions import location_definitions
 
 
 def test_demo_release_installs_once_and_an_identical_retry_writes_zero_bytes(_isolated_state):
     reset_store_cache()
     with dg.instance_for_test() as instance:
-        first = run_release(instance)
-        again = run_release(instance)
+        location = location_definitions()
+        first = run_release(instance, location)
+        again = run_release(instance, location)
 
     assert first.summary.synthetic is True
     assert first.already_published is False and first.bytes_written > 0 and first.objects_written > 0

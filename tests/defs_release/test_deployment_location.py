@@ -115,12 +115,12 @@ def test_the_location_cannot_write_the_cache_even_with_a_receipt_the_target_acce
     from dpone_dagster.authority.receipt_seal import PROCESS_SEAL
     from dpone_dagster.contracts.bounds import format_timestamp
     from dpone_dagster.contracts.receipts import ActivationReceipt
-    from dpone_dagster.defs.release.resources import TargetAdmissionResource
+    from dpone_dagster.release.services import ReleaseAdmission
 
     setup = env_of(copied_release)
     cache = read_only_cache(setup.settings, "synthetic-dev", SystemClock())
     installed = load_active_release(cache)
-    issuer = TargetAdmissionResource(setup.settings).issuer()
+    issuer = ReleaseAdmission(setup.settings).issuer()
     now = SystemClock().now()
     receipt = PROCESS_SEAL.seal(ActivationReceipt(  # sealed in this process, as the target's issuer would
         release_id=installed.bundle.release_id,

@@ -14,15 +14,9 @@ import pytest
 from typer.testing import CliRunner
 
 from dpone_dagster.cli import app
-from dpone_dagster.defs.release.operations import release_operations
-from dpone_dagster.defs.release.resources import (
-    AuthorityPlatform,
-    ReleaseCacheResource,
-    ReleaseRegistryResource,
-    ReleaseSourceResource,
-    TargetAdmissionResource,
-)
+from dpone_dagster.defs.release.resources import AuthorityPlatform
 from dpone_dagster.release.delivery.registry import blob_key
+from dpone_dagster.release.services import ReleasePlatform, compose_release_services
 from dpone_dagster.release.source.local_files import LocalFiles
 from tests.defs_release.conftest import materializations, step_failures
 
@@ -33,18 +27,8 @@ class KilledBeforePointer(LocalFiles):
 
 
 def operations_of(setup):
-    from types import SimpleNamespace
-
-    settings = setup.settings
-    return release_operations(
-        SimpleNamespace(
-            authority_platform=AuthorityPlatform(settings),
-            target_admission=TargetAdmissionResource(settings),
-            release_registry=ReleaseRegistryResource(settings),
-            release_cache=ReleaseCacheResource(settings),
-            release_source=ReleaseSourceResource(settings),
-        )
-    )
+    """The operations service as `dpone release ...` composes it (the jobs hand their resources to the same function)."""
+    return compose_release_services(ReleasePlatform.from_settings(setup.settings)).operations
 
 
 def kill_activation_midway(setup) -> str:

@@ -16,15 +16,16 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from dpone_dagster.cli.release_run import run_release_job
 from dpone_dagster.clock import SystemClock
 from dpone_dagster.config import load_config
 from dpone_dagster.control.store import reset_store_cache
 from dpone_dagster.defs.release.definitions import location_definitions
-from dpone_dagster.defs.release.run import ReleaseRunError, run_release_job
 from dpone_dagster.defs.release.synthetic_bootstrap import ensure_synthetic_authority
 from dpone_dagster.release.delivery.object_stores import LocalDirectoryStore
 from dpone_dagster.release.platform.settings import ReleaseSettings, release_settings
 from dpone_dagster.release.platform.target import GRANT_KEY, POLICY_KEY, SIGNATURES_KEY
+from dpone_dagster.release.run_summary import ReleaseRunError
 
 from .conftest import REPO_ROOT, assert_no_private_values, materializations, step_failures
 
@@ -177,7 +178,7 @@ def test_configured_platform_with_nothing_placed_refuses_and_creates_nothing(mon
     settings = _configure(monkeypatch, tmp_path, _directory_platform(tmp_path))
 
     with pytest.raises(ReleaseRunError) as refused:
-        run_release_job(dg.DagsterInstance.ephemeral())
+        run_release_job(location_definitions(), dg.DagsterInstance.ephemeral())
 
     assert refused.value.code == "release.protected_target_unavailable"
     assert not Path(settings.authority_location).exists()

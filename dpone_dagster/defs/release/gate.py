@@ -23,7 +23,6 @@ import dagster as dg
 
 from dpone_dagster.contracts.bounds import parse_timestamp
 from dpone_dagster.contracts.receipts import DevelopmentAuthorityReceipt
-from dpone_dagster.defs.release.resources import location_label
 from dpone_dagster.release.build.bundle import ReleaseBundle
 from dpone_dagster.release.delivery.install import InstalledRelease
 from dpone_dagster.release.pipeline import ReleasePipeline
@@ -37,6 +36,7 @@ from dpone_dagster.release.runtime.gate import (
     write_acceptance_report,
 )
 from dpone_dagster.release.runtime.synthetic_campaign import install_synthetic_campaign
+from dpone_dagster.release.services import location_label
 from dpone_dagster.release.state import ReleaseDenials
 
 

@@ -1,8 +1,9 @@
 """Operator jobs of the release location: `release_recover_job`, `release_repair_audit_job`,
 `release_rollback_job`, `release_gc_job`.
 
-Each job is one op calling `dpone_dagster.release.delivery.operations.ReleaseOperations` over the run's release
-resources (the same objects `release_job` and `dpone release recover|repair-audit|rollback|gc` use),
+Each job is one op calling `dpone_dagster.release.delivery.operations.ReleaseOperations` as the one
+composition (`dpone_dagster.release.services.compose_release_services`) builds it over the run's release
+resources (the composition `dpone release recover|repair-audit|rollback|gc` uses too),
 with one run-config field, `dry_run` (default false). Output metadata names what the run did
 (`action`), the release and deployment, the receipt kind and digest, and for gc what was (or would
 be) removed. A refusal fails the step with `[code] message`, like every release stage.
@@ -16,38 +17,12 @@ from __future__ import annotations
 
 import dagster as dg
 
-from dpone_dagster.contracts.grant import GrantSignatures
 from dpone_dagster.defs.release.refusals import refusals_as_failures
-from dpone_dagster.defs.release.resources import release_pipeline
+from dpone_dagster.defs.release.resources import release_services
 from dpone_dagster.integration.binding import IN_PROCESS_EXECUTOR, workspace_tags
-from dpone_dagster.release.delivery.operations import OperationOutcome, ReleaseOperations
+from dpone_dagster.release.delivery.operations import OperationOutcome
 
 PIPELINE = {"authority_platform", "target_admission", "release_registry", "release_cache", "release_source"}
-
-
-class PlatformGrant:
-    """`GrantSource` over the authority platform resource: the original bytes it holds now."""
-
-    def __init__(self, platform) -> None:
-        self.platform = platform
-
-    def grant(self) -> tuple[bytes, GrantSignatures]:
-        documents = self.platform.documents()
-        return documents.grant, self.platform.signatures(documents.signatures)
-
-
-def release_operations(resources) -> ReleaseOperations:
-    """The operations service over the run's (or the CLI's) release resources."""
-    pipeline, issuer = release_pipeline(resources)
-    platform = resources.authority_platform
-    return ReleaseOperations(
-        cache=pipeline.cache,
-        registry=pipeline.registry,
-        issuer=issuer,
-        grant=PlatformGrant(platform),
-        verify=pipeline.verify_authority,
-        repository=platform.settings.source_repository,
-    )
 
 
 def outcome_metadata(outcome: OperationOutcome) -> dict[str, dg.RawMetadataValue]:
@@ -80,7 +55,7 @@ def _operation_job(name: str, method: str, description: str) -> dg.JobDefinition
     @dg.op(name=f"release_{name}", required_resource_keys=PIPELINE, description=description, out=dg.Out(dict), config_schema=DRY_RUN)
     def operation(context) -> dict:
         with refusals_as_failures():
-            outcome = getattr(release_operations(context.resources), method)(dry_run=context.op_config["dry_run"])
+            outcome = getattr(release_services(context.resources).operations, method)(dry_run=context.op_config["dry_run"])
         context.log.info(f"release {name}: {outcome.action}" + (" (dry run: nothing written)" if outcome.dry_run else ""))
         context.add_output_metadata(outcome_metadata(outcome))
         return outcome.as_dict()
