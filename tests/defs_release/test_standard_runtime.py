@@ -235,8 +235,15 @@ def _output_metadata(result: dg.ExecuteInProcessResult, step: str) -> dict:
     return {k: v.value for k, v in event.event_specific_data.metadata.items()}
 
 
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        "copy (select 42 as leaked) to '{outside}/leak.csv';",  # a write: refused by DuckDB's sandbox and by Landlock
+        "create table flow_marts.leak as select * from read_text('{outside}/secret.txt');",  # a read: DuckDB's sandbox
+    ],
+)
 def test_a_synthetic_job_cannot_write_outside_its_lake_even_with_the_capture_check_removed(
-    copied_release, env_of, monkeypatch, tmp_path
+    copied_release, env_of, monkeypatch, tmp_path, hostile
 ):
     """Issue 20 item 1, the floor: a hostile line that capture did NOT check still cannot leave the lake."""
     from devtools.pack_fixtures import rewrite_packs
@@ -248,7 +255,8 @@ def test_a_synthetic_job_cannot_write_outside_its_lake_even_with_the_capture_che
         monkeypatch.setenv(key, value)
     outside = tmp_path / "outside"
     outside.mkdir()
-    hostile = f"copy (select 42 as leaked) to '{outside}/leak.csv';\n"
+    (outside / "secret.txt").write_text("host data\n")
+    hostile = hostile.format(outside=outside) + "\n"
     root = tmp_path / "campaign"
     with shipped_source() as path:
         shutil.copytree(path, root)
@@ -263,7 +271,9 @@ def test_a_synthetic_job_cannot_write_outside_its_lake_even_with_the_capture_che
         result = _jobs(setup)["synthetic__ordinary__daily_revenue"].execute_in_process(instance=instance, raise_on_error=False)
         assert not result.success
         assert "[runtime.statement_failed]" in _failure(result).error.message
-    assert list(outside.iterdir()) == []
+    assert sorted(path.name for path in outside.iterdir()) == ["secret.txt"]
+    with duckdb.connect(str(setup.settings.synthetic_runtime_root / "lake" / "flow_lake.duckdb"), read_only=True) as conn:
+        assert conn.execute("select count(*) from duckdb_tables() where table_name = 'leak'").fetchone()[0] == 0
 
 
 @pytest.mark.parametrize(
@@ -311,12 +321,15 @@ def test_native_tasks_have_no_synthetic_counterpart(released, env_of):
 def test_every_runtime_code_is_documented():
     from pathlib import Path
 
+    from dpone_dagster.release.build.flow_sql import FlowSqlError
     from dpone_dagster.release.runtime.gate import RolloutBlockedError
     from dpone_dagster.release.runtime.ports import RuntimePortError
+    from dpone_dagster.release.runtime.sandbox import SandboxError
     from dpone_dagster.release.runtime.synthetic_release import SyntheticReleaseError
 
     doc = (Path(__file__).resolve().parents[2] / "docs" / "federation.md").read_text(encoding="utf-8")
-    codes = [code for cls in (RuntimePortError, SyntheticReleaseError, RolloutBlockedError) for code in cls.codes]
+    classes = (RuntimePortError, SyntheticReleaseError, RolloutBlockedError, SandboxError, FlowSqlError)
+    codes = [code for cls in classes for code in cls.codes]
     assert [code for code in codes if f"`{code}`" not in doc] == []
 
 

@@ -4,15 +4,24 @@ and run in a DuckDB that cannot reach a file outside its lake (issue 20 item 1).
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
 import pytest
 
 from devtools.pack_fixtures import campaign_digest, rewrite_packs
+from dpone_dagster.confinement.landlock import abi_version
 from dpone_dagster.contracts.flows import FlowError
 from dpone_dagster.release.runtime.ports import RuntimePortError, SandboxWriter
-from dpone_dagster.release.runtime.sandbox import SANDBOX_SETTINGS, sandbox_connection, sandbox_settings
+from dpone_dagster.release.runtime.sandbox import (
+    SANDBOX_SETTINGS,
+    SandboxRun,
+    run_sandboxed,
+    sandbox_connection,
+    sandbox_settings,
+)
 from dpone_dagster.release.runtime.synthetic_campaign import (
     SYNTHETIC_SOURCE_DIGEST,
     compose_synthetic_release,
@@ -131,3 +140,31 @@ def test_sql_that_skipped_the_reader_cannot_leave_the_lake(tmp_path: Path, state
         writer.run(None, credentials, [("sources/x/flows/daily_revenue/sql/daily_revenue.sql", sql.encode())])
     assert refused.value.code == "runtime.statement_failed"
     assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
+
+
+# ---------------------------------------------------------------------------------------------
+# the kernel below DuckDB: the worker process is confined like a fork's
+
+needs_landlock = pytest.mark.skipif(abi_version() < 1, reason="this kernel reports no Landlock ABI: nothing to prove here")
+
+
+@needs_landlock
+def test_the_worker_process_can_write_only_beneath_its_lake(tmp_path: Path) -> None:
+    lake, outside = tmp_path / "lake", tmp_path / "outside"
+    outside.mkdir()
+    script = (
+        "import sys; from pathlib import Path; from dpone_dagster.release.runtime.sandbox_worker import confine; "
+        "assert confine(Path(sys.argv[1])); Path(sys.argv[2]).write_text('x')"
+    )
+    inside = subprocess.run([sys.executable, "-c", script, str(lake), str(lake / "own.txt")], capture_output=True, check=False)
+    assert inside.returncode == 0, inside.stderr.decode()[-300:]
+    escape = subprocess.run([sys.executable, "-c", script, str(lake), str(outside / "leak.txt")], capture_output=True, check=False)
+    assert escape.returncode != 0 and b"PermissionError" in escape.stderr
+    assert list(outside.iterdir()) == []
+
+
+@needs_landlock
+def test_a_synthetic_task_runs_kernel_confined(tmp_path: Path) -> None:
+    writer, credentials = _writer(tmp_path)
+    run = SandboxRun(str(writer.lake_dir), [("flow_lake", "flow_lake.duckdb", False)], "flow_lake", [("x.sql", "create table main.t as select 1 as a")], ["main.t"])
+    assert run_sandboxed(run) == {"statements": 1, "rows": {"main.t": 1}, "kernel_confined": True}

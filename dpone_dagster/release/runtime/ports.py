@@ -47,7 +47,7 @@ from dpone_dagster.release.runtime.admission import (
     TaskKind,
     TaskPlan,
 )
-from dpone_dagster.release.runtime.sandbox import sandbox_connection
+from dpone_dagster.release.runtime.sandbox import SandboxRun, run_sandboxed
 
 PORTS = ("init_fetch", "credentials", "source", "writer")
 _LOCK = threading.Lock()
@@ -185,47 +185,32 @@ class WriteOutcome:
 
 @dataclass(frozen=True)
 class SandboxWriter:
-    """Runs a task's statements in a sandboxed DuckDB (`runtime.sandbox`) with its connections attached from its lake only."""
+    """Runs a task's statements in a Landlock-confined worker on a locked DuckDB sandbox (`runtime.sandbox`), its connections attached from its lake only."""
 
     lake_dir: Path
     workload: CapturedWorkload
 
     def run(self, plan: TaskPlan, credentials: Mapping[str, Any], sources: Sequence[tuple[str, bytes]]) -> WriteOutcome:
-        import duckdb
-
         writers = [c.alias for c in self.workload.connections if c.access in ("write", "read_write")]
         if len(writers) != 1:
             raise RuntimePortError("runtime.writer_ambiguous", f"the task has {len(writers)} write connections")
-        with sandbox_connection(self.lake_dir) as conn:  # external access off, only the lake allowed, locked
-            for connection in self.workload.connections:
-                if connection.alias not in credentials:
-                    raise RuntimePortError("runtime.connection_unavailable", f"no credential was resolved for {connection.alias!r}")
-                database = self._database(str(credentials[connection.alias]), must_exist=connection.access == "read")
-                mode = " (READ_ONLY)" if connection.access == "read" else ""
-                quoted = str(database).replace("'", "''")
-                try:
-                    conn.execute(f"ATTACH '{quoted}' AS {connection.alias}{mode}")
-                except duckdb.Error as error:
-                    raise RuntimePortError(
-                        "runtime.connection_unavailable", f"connection {connection.alias!r} cannot be opened ({type(error).__name__})"
-                    ) from None
-            conn.execute(f"USE {writers[0]}")
-            for path, data in sources:
-                try:
-                    conn.execute(data.decode("utf-8"))
-                except (duckdb.Error, UnicodeDecodeError) as error:
-                    name = path.split("/", 2)[-1]
-                    raise RuntimePortError("runtime.statement_failed", f"{name} failed ({type(error).__name__})") from None
-            rows = {}
-            for relation in self.workload.logical_writes:
-                schema, table = relation.split(".")
-                found = conn.execute(
-                    "select count(*) from information_schema.tables where table_catalog = ? and table_schema = ? and table_name = ?",
-                    [writers[0], schema, table],
-                ).fetchone()[0]
-                if found:
-                    rows[relation] = conn.execute(f'select count(*) from "{writers[0]}"."{schema}"."{table}"').fetchone()[0]
-        return WriteOutcome(statements=len(sources), rows=rows)
+        attachments = []
+        for connection in self.workload.connections:
+            if connection.alias not in credentials:
+                raise RuntimePortError("runtime.connection_unavailable", f"no credential was resolved for {connection.alias!r}")
+            database = self._database(str(credentials[connection.alias]), must_exist=connection.access == "read")
+            attachments.append((connection.alias, database.name, connection.access == "read"))
+        statements = []
+        for path, data in sources:
+            try:
+                statements.append((path, data.decode("utf-8")))
+            except UnicodeDecodeError:
+                raise RuntimePortError("runtime.statement_failed", f"{path.split('/', 2)[-1]} is not UTF-8") from None
+        run = SandboxRun(str(self.lake_dir), attachments, writers[0], statements, list(self.workload.logical_writes))
+        result = run_sandboxed(run)  # a Landlock-confined worker on a locked DuckDB sandbox (`runtime.sandbox`)
+        if "error" in result:
+            raise RuntimePortError(*result["error"])
+        return WriteOutcome(statements=result["statements"], rows=dict(result["rows"]))
 
     def _database(self, name: str, *, must_exist: bool) -> Path:
         if not _DATABASE_NAME.match(name):
