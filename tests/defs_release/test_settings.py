@@ -205,7 +205,7 @@ def _upload_authority(s3_server, bucket: str, settings: ReleaseSettings, tmp_pat
     placed = _place_authority(settings, tmp_path / "signed")
     client = s3_server.client()
     for key, data in placed.items():
-        client.put_object(Bucket=bucket, Key=f"release/platform/authority/{key}", Body=data)
+        client.put_object(Bucket=bucket, Key=f"platform/authority/{key}", Body=data)
 
 
 @pytest.mark.s3
@@ -220,10 +220,10 @@ def test_configured_s3_platform_reads_authority_and_publishes_through_s3(monkeyp
     assert found["development_policy"]["synthetic"] is False
     assert found["published_release"]["registry"] == f"s3://{s3_bucket}/platform/registry/"
     release_hex = found["installed_release"]["release_id"].removeprefix("sha256:")
-    keys = s3_server.keys(s3_bucket, "release/platform/registry/")
-    assert f"release/platform/registry/releases/{release_hex}.json" in keys
+    keys = s3_server.keys(s3_bucket, "platform/registry/")
+    assert f"platform/registry/releases/{release_hex}.json" in keys
     assert len(keys) == found["published_release"]["objects_written"]
-    assert s3_server.keys(s3_bucket, "release/platform/authority/") == sorted(f"release/platform/authority/{k}" for k in AUTHORITY_FILES)
+    assert s3_server.keys(s3_bucket, "platform/authority/") == sorted(f"platform/authority/{k}" for k in AUTHORITY_FILES)
     secrets = [s3_server.key_id, s3_server.secret]
     assert_no_private_values(_metadata_values(result), private=[str(tmp_path), *secrets])
     assert not any(secret in repr(settings) or secret in repr(load_config()) for secret in secrets)
@@ -241,7 +241,7 @@ def test_an_unset_s3_credential_stops_the_run_naming_the_variable_not_a_value(mo
     failure = step_failures(result)["development_policy"]
     assert "config.secret_missing" in failure and "DPONE_TEST_S3_SECRET" in failure
     assert s3_server.key_id not in failure and s3_server.secret not in failure
-    assert s3_server.keys(s3_bucket, "release/platform/registry/") == []
+    assert s3_server.keys(s3_bucket, "platform/registry/") == []
 
 
 def test_synthetic_signing_never_targets_an_s3_authority_location(_isolated_state):
