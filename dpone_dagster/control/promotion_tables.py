@@ -4,12 +4,19 @@
   keyed by its `diff_id` (the SHA-256 of the canonical JSON `document`). Promotion looks the
   reviewed id up here to learn which parent snapshots the user saw, then recomputes the diff.
 - `fork_promotion`: one row per table a promotion published into a parent: the fork (id and
-  incarnation), the fork table's snapshot that was copied, the diff id the user reviewed, and the
-  parent snapshot the copy committed as.
+  incarnation), the fork table's snapshot that was published, the diff id the user reviewed, and
+  the parent snapshot the promotion committed as.
+- `fork_promotion_file`: one row per data file a promotion moved into the parent's ownership
+  (`lake/lifecycle/promote_files.py`): where it was in the fork (`source`), where it is now in the
+  parent's data path (`target`), how it got there (`rename` on a local disk, `s3_copy` server-side)
+  and `state`: `pending` from before the file is touched until the promotion is settled, then
+  `adopted` (the parent's DuckLake catalog lists it; kept as provenance). A `pending` row older than
+  the recovery grace is a crashed promotion: recovery puts the file back or settles it.
 
 What a reader could get wrong: a `fork_diff` row is a record of what was shown, not an
-authorisation; promotion never trusts its document beyond the snapshot ids it names, and refuses
-unless a fresh diff has exactly the same id.
+authorisation; promotion trusts its document only as far as the snapshot ids it names, each of
+which it reads again (a DuckLake snapshot never changes, so the same ids mean the same diff). An
+`adopted` row is history, not ownership: the parent's catalog alone decides when the file goes.
 """
 
 from __future__ import annotations
@@ -43,4 +50,20 @@ fork_promotion = sa.Table(
     sa.Column("fork_snapshot_id", sa.BigInteger, nullable=True),
     sa.Column("snapshot_id", sa.BigInteger, nullable=True),
     sa.Column("promoted_at", sa.String(32), nullable=False),
+)
+
+fork_promotion_file = sa.Table(
+    "fork_promotion_file",
+    METADATA,
+    sa.Column("promotion_id", sa.String(64), primary_key=True),
+    sa.Column("target", sa.String(2048), primary_key=True),
+    sa.Column("workspace_id", WORKSPACE_ID, nullable=False, index=True),  # the parent promoted into
+    sa.Column("lake", sa.String(63), nullable=False),
+    sa.Column("fork_id", WORKSPACE_ID, nullable=False),
+    sa.Column("schema_name", sa.String(255), nullable=False),
+    sa.Column("table_name", sa.String(255), nullable=False),
+    sa.Column("source", sa.String(2048), nullable=False),
+    sa.Column("method", sa.String(16), nullable=False),  # rename | s3_copy
+    sa.Column("state", sa.String(16), nullable=False),  # pending | adopted
+    sa.Column("created_at", sa.String(32), nullable=False),
 )

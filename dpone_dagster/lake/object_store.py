@@ -2,7 +2,9 @@
 
 Both delete only under a fork data prefix: the prefix must end with `/` and contain a
 `/__wm_forks/<segment>/` component. Cleanup checks the exact registered prefix before calling; this
-second guard makes sure no adapter can ever be pointed at a lake's own data.
+second guard makes sure no adapter can ever be pointed at a lake's own data. The one exception is
+`S3Prefixes.delete_copy`: promotion takes back an object it server-side copied into a parent a
+moment earlier in the same process, after the parent's transaction rolled back (nothing refers to it).
 
 What a reader could get wrong: S3 credentials are resolved from the *given* storage identity at
 call time (environment-variable names), not from the current configuration; cleanup passes the
@@ -102,6 +104,30 @@ class S3Prefixes:
                 f"object storage could not delete ({type(exc).__name__})"
             ) from None
         return len(keys)
+
+    def copy_object(self, source: str, target: str, storage: StorageConfig | None) -> None:
+        """A server-side copy within one bucket (promotion: no byte passes through this process).
+        Never deletes: the source stays for its owner's cleanup."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        bucket, key = split_s3(source)
+        target_bucket, target_key = split_s3(target)
+        if bucket != target_bucket:
+            raise UnsafePrefixError("a server-side copy stays within one bucket")
+        try:
+            self._client(storage).copy_object(Bucket=bucket, Key=target_key, CopySource={"Bucket": bucket, "Key": key})
+        except (BotoCoreError, ClientError) as exc:
+            raise StorageUnreachableError(f"object storage could not copy ({type(exc).__name__})") from None
+
+    def delete_copy(self, target: str, storage: StorageConfig | None) -> None:
+        """Delete one object `copy_object` made (only for its caller's rolled-back copy)."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        bucket, key = split_s3(target)
+        try:
+            self._client(storage).delete_object(Bucket=bucket, Key=key)
+        except (BotoCoreError, ClientError) as exc:
+            raise StorageUnreachableError(f"object storage could not delete ({type(exc).__name__})") from None
 
 
 @dataclass

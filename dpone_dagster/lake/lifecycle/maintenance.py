@@ -30,6 +30,11 @@ Runs, as the root's own writer, DuckLake 1.5.5's `ducklake_expire_snapshots`,
    covered by the retention (snapshots younger than it are kept) and the file grace (scheduled
    files younger than it are kept).
 
+Files a promotion moved in from a fork (`promote_files.py`) are the root's own once its commit lists
+them; before that they are journaled. `maintain` first settles or puts back the files of promotions
+that crashed (`recover_promotions`), and skips the orphan sweep while a promotion is still in
+flight (a moved file is under the data path before the commit that makes it the root's).
+
 What a reader could get wrong: a dry run lists the snapshots that would expire and the files that
 are *already* scheduled for deletion or orphaned; files freed by this run's own expiry become
 deletable only once they have been scheduled for longer than the file grace (a later run). And
@@ -53,6 +58,7 @@ from dpone_dagster.control.store import open_store
 from dpone_dagster.control.workspace_tables import workspace_lake
 from dpone_dagster.errors import LakeError
 from dpone_dagster.lake.guard.statement import quote_ident, sql_string
+from dpone_dagster.lake.lifecycle.promote_files import committed_promotions, pending_promotions, recover_promotions
 from dpone_dagster.lake.ports import Clock, utc_now
 from dpone_dagster.lake.resolution.attach import absolute_data_path
 from dpone_dagster.lake.resolution.naming import FORK_DATA_DIR, DataPathError, split_storage_root
@@ -239,9 +245,14 @@ def maintain(
                 f"versions => [{versions}]::UBIGINT[], dry_run => {'true' if dry_run else 'false'})"
             ).fetchall()
         report.old_files = _delete_files(conn, "ducklake_cleanup_old_files", alias, file_cutoff, dry_run, roots, None)
-        report.orphaned_files = _delete_files(
-            conn, "ducklake_delete_orphaned_files", alias, file_cutoff, dry_run, roots, data_path
-        )
+        if not dry_run:
+            recover_promotions(config, ROOT_WORKSPACE, lake, committed_promotions(conn, alias), clock=clock)
+        if pending_promotions(config, ROOT_WORKSPACE, lake):
+            report.notes.append("a fork promotion is in flight: its moved files are not committed yet, no orphan sweep")
+        else:
+            report.orphaned_files = _delete_files(
+                conn, "ducklake_delete_orphaned_files", alias, file_cutoff, dry_run, roots, data_path
+            )
         if dry_run:
             report.notes.append("dry run: nothing was expired or deleted")
         return report

@@ -10,19 +10,28 @@ normal resolution) and the fork READ_ONLY, and then, in order:
    the snapshot the diff compared against, and every upstream the fork built the table from
    (`pins.built_from`: per ancestor, the snapshot read) must not have changed since for any table
    the fork defers to that ancestor; else `fork.promotion_conflict`, nothing written;
-3. recomputes the diff in this session; a different id (the fork changed since) is refused
-   (`fork.diff_mismatch`);
-4. copies every named table with `CREATE OR REPLACE TABLE … AS SELECT` inside ONE DuckLake
-   transaction on the parent's attach: all tables or none become visible, and the data is
-   rewritten into the parent's own data path, so no file is shared with the fork and dropping the
-   fork later cannot touch it;
+3. reads again every snapshot id the reviewed diff names (the fork's table, and with `--since-pin`
+   the owner's range): a different one (the fork changed since) is refused (`fork.diff_mismatch`).
+   The diff is not recomputed: a DuckLake snapshot never changes, so the same ids are the same
+   diff, and recomputing would read both tables whole (a cost that grows with the table);
+4. publishes every named table inside ONE DuckLake transaction on the parent's attach, all tables
+   or none, each either by MOVING the fork's data files into the parent's data path and
+   registering them (`ducklake_add_data_files`, see `promote_files.py`: a rename on a local disk,
+   a server-side copy on S3, costs nothing per byte) or, where a move cannot carry exactly the
+   table's rows (`TablePlan.copy_reason`), by `CREATE OR REPLACE TABLE … AS SELECT`. Either way
+   the parent's files are its own: listed in its catalog, under its data path, outside the fork's
+   prefix, so dropping the fork cannot touch them and the parent's maintenance manages them;
 5. records each table as materialized by the parent (`tracking.record_materialization`) and its
-   provenance (fork, fork incarnation, fork snapshot, diff id, parent snapshot) in `fork_promotion`.
+   provenance (fork, fork incarnation, fork snapshot, diff id, parent snapshot) in `fork_promotion`,
+   with the moved files' journal rows settled (`fork_promotion_file`) in the same transaction.
 
 What a reader could get wrong: steps 4 and 5 are two stores. A crash between the DuckLake commit
 and the control-store write leaves the promoted tables in the parent but untracked (forks see
 them as absent, not deferred) until the parent's next managed materialize; promoting again is
-refused as a conflict, because the parent's table changed. On PostgreSQL the fork's namespace is
+refused as a conflict, because the parent's table changed. Moved files are journaled before they
+are touched, so a crash before the commit loses nothing (`promote_files.recover_promotions` puts
+them back). The diff id is trusted as far as its snapshot ids: a fork process that rewrote its own
+files outside DuckLake after the review is not detected. On PostgreSQL the fork's namespace is
 read with the parent's own catalog credential, which must be able to read the fork's schema.
 """
 
@@ -37,9 +46,20 @@ from dpone_dagster.config import DponeConfig, load_config
 from dpone_dagster.control.promotion_tables import fork_promotion
 from dpone_dagster.control.store import open_store
 from dpone_dagster.errors import LakeError, WorkspaceError
-from dpone_dagster.lake.guard.statement import quote_ident
-from dpone_dagster.lake.lifecycle.diff import ForkDiff, diff_document, nearest_owner, recorded_diff
+from dpone_dagster.lake.guard.statement import quote_ident, sql_string
+from dpone_dagster.lake.lifecycle.diff import ForkDiff, nearest_owner, recorded_diff
 from dpone_dagster.lake.lifecycle.diff_sql import TableVersions, columns_of
+from dpone_dagster.lake.lifecycle.promote_files import (
+    FileMover,
+    PromotionMoveError,
+    TablePlan,
+    committed_promotions,
+    mark_adopted,
+    metadata_prefix,
+    plan_table,
+    recover_promotions,
+    storage_reason,
+)
 from dpone_dagster.lake.ports import Clock, utc_now
 from dpone_dagster.lake.resolution.fork import ancestor_options, ancestor_reads, physical_lake, secret_and_attach
 from dpone_dagster.lake.resolution.naming import ancestor_alias
@@ -52,6 +72,8 @@ from dpone_dagster.lake.state.tracking import (
     record_materialization,
     workspace_lake_view,
 )
+
+MOVED, COPIED = "moved", "copied"
 
 
 class PromotionNotFromParentError(WorkspaceError):
@@ -74,11 +96,20 @@ class PromotionConflictError(LakeError):
     code = "fork.promotion_conflict"
 
 
+def _nothing(*_args) -> None:
+    return None
+
+
 @dataclass
 class PromotePorts:
-    """`after_copy` runs inside the transaction after each table's copy (tests inject failures)."""
+    """Test seams. `after_copy` runs inside the transaction after each table is published;
+    `after_transfer` after the files moved, before the transaction; `after_commit` after the
+    DuckLake commit, before the control store is written; `copy_only` turns the move off."""
 
-    after_copy: Callable[[TableName], None] = field(default=lambda _name: None)
+    after_copy: Callable[[TableName], None] = field(default=_nothing)
+    after_transfer: Callable[[], None] = field(default=_nothing)
+    after_commit: Callable[[], None] = field(default=_nothing)
+    copy_only: bool = False
     clock: Clock = utc_now
 
 
@@ -87,6 +118,8 @@ class PromotedTable:
     table: str
     fork_snapshot: int | None
     rows: int
+    method: str = COPIED  # moved: its files became the parent's; copied: its rows were rewritten
+    copy_reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -148,6 +181,26 @@ def _conflicts(table_version: TableVersions, config, view, reviewed: ForkDiff, n
     return out
 
 
+def _changed_since_review(conn, table_version: TableVersions, config, view, reviewed: ForkDiff, names, fork_alias, alias_of) -> list[str]:
+    """Every snapshot id the reviewed document names that is no longer current (empty: same diff)."""
+    out = []
+    for name in names:
+        entry = reviewed.table(name)
+        now = table_version(fork_alias, name)
+        if now != entry["fork_snapshot"]:
+            out.append(f"{name} is at fork snapshot {now}, the diff saw {entry['fork_snapshot']}")
+        since = entry.get("parent_changes")
+        alias = alias_of(entry["owner"]) if entry["owner"] else None
+        if since is not None and alias is not None:
+            start = built_from(config, view.chain_ids[0], reviewed.document["lake"], name).get(
+                entry["owner"], view.pins.get(entry["owner"])
+            )
+            end = int(conn.execute(f"SELECT max(snapshot_id) FROM {quote_ident(alias)}.snapshots()").fetchone()[0])
+            if (start, end) != (since["since"], since["to"]):
+                out.append(f"{name}: the parent's changes are now {start}..{end}, the diff counted {since['since']}..{since['to']}")
+    return out
+
+
 def promote(
     fork_id: str,
     tables: Sequence[str],
@@ -180,69 +233,113 @@ def promote(
     members = ancestor_reads(acting, lake, config).members if parent.fork_mode else {}
     attached = {a.alias for a in parent.ancestors}
     aliases = {m: a for m, a in members.items() if a in attached} | {acting: parent.alias}
+    parent_storage = view.settings[acting].settings.storage
     conn = parent.connect()
     try:
         for statement in secret_and_attach(fork_lake, fork_alias, ancestor_options(fork_lake)):
             conn.execute(statement.render(redact=False))
+        recover_promotions(config, acting, lake, committed_promotions(conn, parent.alias), clock=ports.clock)
         versions = TableVersions(conn)  # one read of each lake's snapshot log, before anything is written
         conflicts = _conflicts(versions, config, view, reviewed, names, aliases.get)
         if conflicts:
             raise PromotionConflictError(
                 f"the parent changed since diff {diff_id}: " + "; ".join(conflicts) + ". Rebuild or diff again."
             )
-        doc = reviewed.document
-        keys = {TableName.parse(e["table"]): tuple(e["key"]) if e["key"] else None for e in doc["tables"]}
-        fresh = ForkDiff(
-            diff_document(
-                conn, view, list(keys), keys, fork_alias=fork_alias, owner_alias=aliases.get,
-                since_pin=doc["since_pin"], config=config, cap=doc["sample_cap"], versions=versions,
-            )
-        )
-        if fresh.diff_id != diff_id:
+        changed = _changed_since_review(conn, versions, config, view, reviewed, names, fork_alias, aliases.get)
+        if changed:
             raise DiffMismatchError(
-                f"the diff of {fork_id!r} is now {fresh.diff_id}, not the reviewed {diff_id}: the fork changed "
-                "since; diff again and review"
+                f"the fork changed since the reviewed diff {diff_id}: " + "; ".join(changed) + ". Diff again and review."
             )
-        copied = _copy(conn, parent.alias, fork_alias, names, ports)
+        reason = "copy requested" if ports.copy_only else storage_reason(
+            fork_lake.data_path, parent.data_path, fork_lake.settings.storage, parent_storage
+        )
+        meta = metadata_prefix(fork_alias, fork_lake.namespace.schema)
+        plans = [plan_table(conn, fork_alias, meta, name, reason) for name in names]
+        mover = FileMover(config, acting, lake, fork_id, parent.data_path, fork_lake.data_path, parent_storage, ports.clock)
+        plans = _publish(conn, parent.alias, fork_alias, plans, mover, ports)
         snapshot = int(conn.execute(f"SELECT max(snapshot_id) FROM {quote_ident(parent.alias)}.snapshots()").fetchone()[0])
         columns = {name: columns_of(conn, parent.alias, name) for name in names}
     finally:
         conn.close()
     promoted = tuple(
-        PromotedTable(str(n), reviewed.table(n)["fork_snapshot"], copied[n]) for n in names
+        PromotedTable(str(p.name), reviewed.table(p.name)["fork_snapshot"], p.rows, MOVED if p.moves else COPIED, p.copy_reason)
+        for p in plans
     )
-    _record(config, acting, lake, fork_id, view.incarnation, diff_id, snapshot, promoted, columns, ports.clock)
+    _record(config, acting, lake, fork_id, view.incarnation, diff_id, snapshot, promoted, columns, ports.clock, mover.promotion_id)
     return PromotionResult(fork_id, acting, lake, diff_id, snapshot, promoted)
 
 
-def _copy(conn, parent_alias: str, fork_alias: str, names: Sequence[TableName], ports: PromotePorts) -> dict[TableName, int]:
-    """Every table in one transaction; a failure rolls all of them back."""
-    rows: dict[TableName, int] = {}
+class _RegistrationRefused(Exception):
+    """DuckLake refused to register a moved file (e.g. a type it cannot map); never leaves `_publish`."""
+
+
+def _publish(conn, parent_alias: str, fork_alias: str, plans: list[TablePlan], mover: FileMover, ports: PromotePorts) -> list[TablePlan]:
+    """Move what can move, then one transaction; a move or registration refused falls back to
+    copying every table. Returns the plans as published (with their row counts)."""
+    try:
+        targets = mover.move([p for p in plans if p.moves])
+    except PromotionMoveError as refused:
+        mover.undo()
+        plans, targets = [p.copied(refused.message) for p in plans], {}
+    try:
+        ports.after_transfer()
+        published = _transaction(conn, parent_alias, fork_alias, plans, targets, mover.commit_info, ports)
+    except _RegistrationRefused as refused:
+        mover.undo()
+        plans = [p.copied(f"DuckLake refused to register the moved files ({refused})") for p in plans]
+        published = _transaction(conn, parent_alias, fork_alias, plans, {}, mover.commit_info, ports)
+    except BaseException:
+        mover.undo()  # rolled back: nothing refers to the moved files, they go back to the fork
+        raise
+    ports.after_commit()
+    return published
+
+
+def _transaction(conn, parent_alias, fork_alias, plans, targets, commit_info, ports) -> list[TablePlan]:
+    """Every table in one DuckLake transaction; a failure rolls all of them back."""
+    import duckdb
+
     views = {
         (schema, view)
         for schema, view in conn.execute(
             "SELECT schema_name, view_name FROM duckdb_views() WHERE database_name = ?", [parent_alias]
         ).fetchall()
     }
+    out = []
     conn.execute("BEGIN TRANSACTION")
     try:
-        for name in names:
+        for plan in plans:
+            name = plan.name
             conn.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(parent_alias)}.{quote_ident(name.schema)}")
             if (name.schema, name.table) in views:  # the parent is itself a fork deferring this table
                 conn.execute(f"DROP VIEW {name.qualified(parent_alias)}")
-            (count,) = conn.execute(
-                f"CREATE OR REPLACE TABLE {name.qualified(parent_alias)} AS SELECT * FROM {name.qualified(fork_alias)}"
-            ).fetchone()
-            rows[name] = int(count)
+            source = f"SELECT * FROM {name.qualified(fork_alias)}"
+            if name in targets:
+                conn.execute(f"CREATE OR REPLACE TABLE {name.qualified(parent_alias)} AS {source} LIMIT 0")
+                try:
+                    conn.execute(
+                        "CALL ducklake_add_data_files(?, ?, ?, schema => ?, hive_partitioning => false)",
+                        [parent_alias, name.table, list(targets[name]), name.schema],
+                    )
+                except duckdb.Error as exc:
+                    raise _RegistrationRefused(type(exc).__name__) from None
+                out.append(plan)
+            else:
+                (count,) = conn.execute(f"CREATE OR REPLACE TABLE {name.qualified(parent_alias)} AS {source}").fetchone()
+                out.append(TablePlan(name, rows=int(count), copy_reason=plan.copy_reason))
             ports.after_copy(name)
+        conn.execute(
+            f"CALL ducklake_set_commit_message({sql_string(parent_alias)}, 'dpone', 'fork promotion', "
+            f"extra_info => {sql_string(commit_info)})"
+        )
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
-    return rows
+    return out
 
 
-def _record(config, parent, lake, fork, incarnation, diff_id, snapshot, promoted, columns, clock) -> None:
+def _record(config, parent, lake, fork, incarnation, diff_id, snapshot, promoted, columns, clock, promotion_id) -> None:
     now = clock().isoformat()
     for table in promoted:
         name = TableName.parse(table.table)
@@ -251,6 +348,7 @@ def _record(config, parent, lake, fork, incarnation, diff_id, snapshot, promoted
             columns=columns[name], config=config, clock=clock,
         )
     with open_store(config.control_store).begin() as conn:
+        mark_adopted(conn, promotion_id)
         for table in promoted:
             name = TableName.parse(table.table)
             conn.execute(

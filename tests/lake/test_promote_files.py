@@ -1,0 +1,224 @@
+"""Promotion by moving files (`lake/lifecycle/promote_files.py`): on the embedded default and on
+PostgreSQL + S3, the fork's files become the parent's (a rename locally, a server-side copy on S3),
+survive the fork's drop, are managed by the parent's maintenance, and a crash on either side of the
+parent's commit loses nothing. Where a move cannot carry the table's rows, the copy is used."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from dpone_dagster.lake.lifecycle.diff import fork_diff
+from dpone_dagster.lake.lifecycle.maintenance import maintain
+from dpone_dagster.lake.lifecycle.promote import PromotePorts, promote
+from dpone_dagster.lake.lifecycle.promote_files import pending_promotions
+from dpone_dagster.lake.resolution.attach import absolute_data_path
+from dpone_dagster.lake.state.tracking import fork_state
+from dpone_dagster.workspaces.service import Workspaces
+
+from .lakes import fingerprint, fork_prefix, materialize, run_sql
+
+FORK = "wm-fork-move"
+FORK_ROWS = [(i, i * 11) for i in range(6)]
+
+
+def as_ws(env, workspace):
+    return env.config.model_copy(update={"workspace": workspace})
+
+
+def later() -> datetime:
+    return datetime.now(UTC) + timedelta(days=30)
+
+
+def no_pins(engine, owner, lake):
+    return None
+
+
+def table_files(env, workspace: str, table: str = "orders") -> list[str]:
+    rows = run_sql(env, workspace, [], fetch=f"SELECT data_file FROM ducklake_list_files('lake_main', '{table}', schema => 'main')")
+    return sorted(f for (f,) in rows)
+
+
+def orders(env, workspace: str):
+    return run_sql(env, workspace, [], fetch="SELECT * FROM lake_main.main.orders ORDER BY ALL")
+
+
+def prod_data_path(env) -> str:
+    return absolute_data_path(env.lake.data_path, env.config.project_root)
+
+
+@pytest.fixture
+def forked(lake_env):
+    env = lake_env
+    materialize(env, "prod", "orders", "SELECT range AS id, range * 10 AS amount FROM range(5)")
+    Workspaces(env.config).create_fork(FORK, "prod", owner="alice")
+    materialize(env, FORK, "orders", "SELECT range AS id, range * 11 AS amount FROM range(6)")
+    return env
+
+
+def reviewed(env) -> str:
+    return fork_diff(FORK, ["orders"], key=["id"], config=as_ws(env, FORK)).diff_id
+
+
+@pytest.mark.slow  # about 40 s on PostgreSQL + S3
+def test_moved_files_survive_the_fork_drop_and_prod_maintenance_manages_them(forked):
+    env = forked
+    fork_files = table_files(env, FORK)
+    result = promote(FORK, ["orders"], reviewed(env), config=env.config)
+    [table] = result.tables
+    assert (table.method, table.copy_reason, table.rows) == ("moved", None, 6)
+    promoted = table_files(env, "prod")
+    assert [p.rsplit("/", 1)[1] for p in promoted] == [f.rsplit("/", 1)[1] for f in fork_files], "the same files"
+    assert all(p.startswith(prod_data_path(env)) for p in promoted)
+    assert set(promoted) <= set(env.list_files(prod_data_path(env)))
+    if env.kind == "embedded":
+        assert all(os.path.islink(f) and os.readlink(f) == p for f, p in zip(fork_files, promoted))
+    else:
+        assert set(fork_files) <= set(env.list_files(fork_prefix(env, FORK))), "S3: the fork keeps its object"
+    assert orders(env, FORK) == FORK_ROWS, "the fork still reads the table it built"
+
+    report = maintain(config=env.config, clock=later, pins=no_pins)  # orphan sweep + old files, right away
+    assert not set(promoted) & set(report.orphaned_files + report.old_files)
+    assert Workspaces(env.config).drop(FORK, actor="alice").cleanup.complete
+    assert set(promoted) <= set(env.list_files(prod_data_path(env))), "the fork's drop deleted none of them"
+    assert orders(env, "prod") == FORK_ROWS
+    assert fork_state("prod", "main", "main", "orders", env.config).state == "own"
+
+    materialize(env, "prod", "orders", "SELECT range AS id, 0 AS amount FROM range(3)")  # supersedes them
+    report = maintain(config=env.config, clock=later, pins=no_pins)
+    assert set(promoted) <= set(report.old_files), "expired and deleted as prod's own"
+    assert not set(promoted) & set(env.list_files(prod_data_path(env)))
+    assert orders(env, "prod") == [(i, 0) for i in range(3)]
+
+
+_CRASHING_PROMOTE = """
+import json, os, sys
+from dpone_dagster.config import DponeConfig
+from dpone_dagster.lake.lifecycle.promote import PromotePorts, promote
+args = json.loads(sys.stdin.read())
+config = DponeConfig.model_validate_json(args["config"])
+crash = lambda *_: os._exit(17)
+ports = PromotePorts(**{args["point"]: crash})
+promote(args["fork"], ["orders"], args["diff_id"], config=config, ports=ports)
+"""
+
+
+def promote_and_crash(env, diff_id: str, point: str) -> None:
+    """`promote` in a child process that dies (no cleanup, no `finally`) at `point`."""
+    payload = json.dumps({"config": env.config.model_dump_json(), "fork": FORK, "diff_id": diff_id, "point": point})
+    done = subprocess.run(
+        [sys.executable, "-c", _CRASHING_PROMOTE], input=payload, text=True, capture_output=True, env=os.environ.copy()
+    )
+    assert done.returncode == 17, done.stderr[-2000:]
+
+
+@pytest.mark.slow  # two child processes, about 60 s on PostgreSQL + S3
+def test_a_crash_before_the_commit_loses_nothing_and_recovery_puts_the_files_back(forked):
+    env = forked
+    diff_id = reviewed(env)
+    fork_files = table_files(env, FORK)
+    before = fingerprint(env)
+    promote_and_crash(env, diff_id, "after_transfer")
+
+    # what remains: the files sit in prod's data path (local: renamed, linked from the fork; S3:
+    # copied), journaled pending; prod's catalog and snapshots are unchanged; the fork reads its table
+    after = fingerprint(env)
+    assert (after.snapshots, after.catalog_files) == (before.snapshots, before.catalog_files)
+    pending = pending_promotions(env.config, "prod", "main")
+    assert sorted(r["source"] for r in pending) == fork_files
+    assert {r["target"] for r in pending} <= set(env.list_files(prod_data_path(env)))
+    assert orders(env, FORK) == FORK_ROWS
+    assert orders(env, "prod") == [(i, i * 10) for i in range(5)]
+
+    report = maintain(config=env.config, clock=later, pins=no_pins)  # recovery, then the orphan sweep
+    assert pending_promotions(env.config, "prod", "main") == []
+    assert not {r["target"] for r in pending} & set(env.list_files(prod_data_path(env)))
+    assert all(not os.path.islink(f) for f in fork_files) and orders(env, FORK) == FORK_ROWS
+    assert report.orphaned_files == ([] if env.kind == "embedded" else sorted(r["target"] for r in pending))
+
+    result = promote(FORK, ["orders"], diff_id, config=env.config)  # the same review still promotes
+    assert result.tables[0].method == "moved" and orders(env, "prod") == FORK_ROWS
+
+
+@pytest.mark.slow  # one child process, about 40 s on PostgreSQL + S3
+def test_a_crash_after_the_commit_keeps_the_published_table_and_recovery_settles_it(forked):
+    env = forked
+    promote_and_crash(env, reviewed(env), "after_commit")
+    assert orders(env, "prod") == FORK_ROWS, "committed: prod has the table"
+    assert len(pending_promotions(env.config, "prod", "main")) == len(table_files(env, "prod"))
+    maintain(config=env.config, clock=later, pins=no_pins)
+    assert pending_promotions(env.config, "prod", "main") == []
+    assert orders(env, "prod") == FORK_ROWS and orders(env, FORK) == FORK_ROWS
+    assert Workspaces(env.config).drop(FORK, actor="alice").cleanup.complete
+    assert orders(env, "prod") == FORK_ROWS
+
+
+def promoted(env, diff_id=None, **ports):
+    result = promote(FORK, ["orders"], diff_id or reviewed(env), config=env.config, ports=PromotePorts(**ports))
+    [table] = result.tables
+    assert orders(env, "prod") == orders(env, FORK)
+    assert not any("__wm_forks" in f for f in table_files(env, "prod")), "never a file of the fork's"
+    return table
+
+
+def test_deleted_rows_are_copied_not_moved(embedded_lake):
+    env = embedded_lake
+    materialize(env, "prod", "orders", "SELECT range AS id, range * 10 AS amount FROM range(5)")
+    Workspaces(env.config).create_fork(FORK, "prod", owner="alice")
+    materialize(env, FORK, "orders", "SELECT range AS id, range * 11 AS amount FROM range(6)")
+    run_sql(env, FORK, "DELETE FROM lake_main.main.orders WHERE id = 2", targets=["orders"])
+    table = promoted(env)
+    assert (table.method, table.rows) == ("copied", 5) and "delete" in table.copy_reason
+
+
+def test_a_partitioned_table_is_copied(embedded_lake):
+    env = embedded_lake
+    materialize(env, "prod", "orders", "SELECT range AS id, range * 10 AS amount FROM range(5)")
+    Workspaces(env.config).create_fork(FORK, "prod", owner="alice")
+    materialize(env, FORK, "orders", "SELECT range AS id, range * 11 AS amount FROM range(3)")
+    run_sql(env, FORK, [
+        "ALTER TABLE lake_main.main.orders SET PARTITIONED BY (id)",
+        "INSERT INTO lake_main.main.orders SELECT range, range * 11 FROM range(3, 6)",
+    ], targets=["orders"])
+    table = promoted(env)
+    assert (table.method, table.copy_reason, table.rows) == ("copied", "a partitioned table", 6)
+
+
+def test_a_file_with_a_second_name_in_the_fork_is_not_moved(embedded_lake):
+    """A fork could keep writing a file it hard-linked: the move is refused, every table is copied."""
+    env = embedded_lake
+    materialize(env, "prod", "orders", "SELECT range AS id, range * 10 AS amount FROM range(5)")
+    Workspaces(env.config).create_fork(FORK, "prod", owner="alice")
+    materialize(env, FORK, "orders", "SELECT range AS id, range * 11 AS amount FROM range(6)")
+    [source] = table_files(env, FORK)
+    os.link(source, source + ".kept")
+    table = promoted(env)
+    assert table.method == "copied" and "one name" in table.copy_reason
+    assert not os.path.islink(source) and os.stat(source).st_nlink == 2, "the fork's file was put back untouched"
+    assert pending_promotions(env.config, "prod", "main") == []
+
+
+def test_copy_only_and_a_rolled_back_move_leave_the_fork_as_it_was(embedded_lake):
+    env = embedded_lake
+    materialize(env, "prod", "orders", "SELECT range AS id, range * 10 AS amount FROM range(5)")
+    Workspaces(env.config).create_fork(FORK, "prod", owner="alice")
+    materialize(env, FORK, "orders", "SELECT range AS id, range * 11 AS amount FROM range(6)")
+    diff_id = reviewed(env)
+    [source] = table_files(env, FORK)
+    before = fingerprint(env)
+
+    def fail(name):
+        raise RuntimeError("injected failure inside the transaction")
+
+    with pytest.raises(RuntimeError):
+        promote(FORK, ["orders"], diff_id, config=env.config, ports=PromotePorts(after_copy=fail))
+    assert fingerprint(env) == before, "prod byte-identical"
+    assert os.path.isfile(source) and not os.path.islink(source), "the file is back in the fork"
+    assert pending_promotions(env.config, "prod", "main") == []
+    table = promoted(env, diff_id, copy_only=True)
+    assert (table.method, table.copy_reason) == ("copied", "copy requested")
