@@ -34,6 +34,7 @@ MEANINGS: Mapping[str, str] = {
     "config.branch_workspace_conflict": "A branch deployment's workspace is its own branch fork, but DPONE_WORKSPACE names another; unset one.",
     "config.invalid": "dpone.yaml or an environment override is invalid (not YAML, not a mapping, or a setting out of range); the message names it.",
     "config.invalid_duration": "A duration setting is not a positive whole number followed by s, m, h, d or w (e.g. 7d).",
+    "config.location_unloadable": "The code location module named for the CLI cannot be imported or holds no Dagster definitions.",
     "config.missing": "DPONE_CONFIG names a configuration file that does not exist.",
     "config.release_missing": "DPONE_RELEASE_SOURCE_COMMIT is set, but dpone.yaml has no release: section to apply it to.",
     "config.secret_missing": "An environment variable that a credential reference names is not set in this process.",
