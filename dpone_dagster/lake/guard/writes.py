@@ -128,11 +128,17 @@ def check_file_tokens(group: list[Token], files: FileRules) -> None:
 def check_read_tokens(group: list[Token], files: FileRules) -> None:
     """Refuse any literal naming a database file; expand those DuckDB reads as a file by name."""
     for index, token in enumerate(group):
+        if token.kind != "string_const" and not (token.kind == "identifier" and token.text.startswith('"')):
+            continue
         value = token.text_value()
         if value is None:
             continue
         previous = group[index - 1] if index else None
-        in_read_position = previous is not None and previous.kind == "keyword" and previous.word in _READ_POSITION_WORDS
+        following = group[index + 1] if index + 1 < len(group) else None
+        in_read_position = (
+            previous is not None and previous.kind == "keyword" and previous.word in _READ_POSITION_WORDS
+            and not (following is not None and following.is_op("."))  # `FROM "lake"."schema"."t"`: a name
+        )  # fmt: skip
         files.check_read(value, expand=in_read_position)
 
 
