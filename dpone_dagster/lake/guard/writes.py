@@ -92,8 +92,9 @@ def _copy(group: list[Token], start: int, files: FileRules) -> None:
 
 def _export(group: list[Token], start: int, files: FileRules) -> None:
     index = start + 1
-    if index < len(group) and group[index].word == "database":
-        index += 1
+    if index >= len(group) or group[index].word != "database":
+        return  # not EXPORT DATABASE (a column named export, say)
+    index += 1
     if index < len(group) and group[index].kind != "string_const":
         index += 1  # the database name
         if index >= len(group) or not _keyword(group[index], "to"):
