@@ -230,6 +230,18 @@ def test_on_a_fresh_lake_a_flow_job_runs_its_pre_hooks_first(copied_release, env
         assert conn.execute("select count(*) from flow_staging.order_statuses").fetchone()[0] == 0  # cleared after the run
 
 
+def test_a_dormant_flow_job_stops_at_its_first_refused_pre_hook(copied_release, env_of):
+    """The development family gets the same job shape; its first pre-hook is refused, nothing after it starts."""
+    setup = env_of(copied_release)
+    with dg.instance_for_test() as instance:
+        result = _jobs(setup)["ordinary__orders_snapshot"].execute_in_process(instance=instance, raise_on_error=False)
+        failed = [e.step_key for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+        started = [e.step_key for e in result.all_events if e.event_type_value == "STEP_START"]
+    assert failed == started == ["start__pre_hook__orders_snapshot__ensure_staging"]
+    assert "[release.execution_denied]" in _failure(result).error.message
+    assert AccessLedger(setup.settings.access_ledger).entries(run_id=result.run_id) == []
+
+
 def _output_metadata(result: dg.ExecuteInProcessResult, step: str) -> dict:
     event = next(e for e in result.all_events if e.event_type_value == "STEP_OUTPUT" and e.step_key == step)
     return {k: v.value for k, v in event.event_specific_data.metadata.items()}
