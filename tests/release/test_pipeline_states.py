@@ -101,23 +101,13 @@ class _DriftingSource:
 
 
 def _pipeline(tmp_path):
-    from dpone_dagster.release.delivery.install import ReleaseCache
-    from dpone_dagster.release.delivery.object_stores import LocalDirectoryStore
-    from dpone_dagster.release.delivery.registry import ReleaseRegistry
-    from dpone_dagster.release.pipeline import ReleasePipeline
     from tests.release.fabricated import SyntheticTarget, synthetic_release
+    from tests.release.real_pipeline import pipeline_for
 
     target = SyntheticTarget()
     release = synthetic_release(target)
-    pipeline = ReleasePipeline(
-        authority_ports=target.authority.ports,
-        pinned_policy_digest=target.authority.policy_digest,
-        registry=ReleaseRegistry(LocalDirectoryStore(tmp_path / "registry")),
-        cache=ReleaseCache(tmp_path / "cache", admission=target.issuer, clock=target.clock),
-        admission=target.issuer,
-        clock=target.clock,
-        states=ReleaseStateMachine(open_store(f"sqlite:///{tmp_path / 'control.sqlite'}"), target.clock),
-    )
+    pipeline = pipeline_for(target, tmp_path)
+    pipeline.states = ReleaseStateMachine(open_store(f"sqlite:///{tmp_path / 'control.sqlite'}"), target.clock)
     return target, release, pipeline
 
 

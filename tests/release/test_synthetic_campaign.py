@@ -57,12 +57,18 @@ def test_a_development_source_never_becomes_a_synthetic_release() -> None:
     assert refused.value.code == "runtime.synthetic_source_unpinned"
 
 
-def test_an_edited_campaign_is_not_composed_until_it_is_pinned(tmp_path: Path) -> None:
+def _campaign_with_line(tmp_path: Path, line: str) -> Path:
+    """A copy of the shipped campaign with `line` appended to daily_revenue's SQL."""
     root = tmp_path / "campaign"
     with shipped_source() as path:
         shutil.copytree(path, root)
     sql = root / "flows/daily_revenue/sql/daily_revenue.sql"
-    sql.write_text(sql.read_text() + "-- one more line\n")
+    sql.write_text(sql.read_text() + line + "\n")
+    return root
+
+
+def test_an_edited_campaign_is_not_composed_until_it_is_pinned(tmp_path: Path) -> None:
+    root = _campaign_with_line(tmp_path, "-- one more line")
     rewrite_packs(root, check=False)
     with pytest.raises(SyntheticReleaseError) as refused:
         _compose(root)
@@ -71,11 +77,7 @@ def test_an_edited_campaign_is_not_composed_until_it_is_pinned(tmp_path: Path) -
 
 
 def test_the_campaign_sql_goes_through_the_delivered_sql_reader(tmp_path: Path) -> None:
-    root = tmp_path / "campaign"
-    with shipped_source() as path:
-        shutil.copytree(path, root)
-    sql = root / "flows/daily_revenue/sql/daily_revenue.sql"
-    sql.write_text(sql.read_text() + "select * from read_text('/etc/hostname');\n")
+    root = _campaign_with_line(tmp_path, "select * from read_text('/etc/hostname');")
     with pytest.raises(FlowError) as refused:
         rewrite_packs(root, check=False)
     assert refused.value.code == "flows.sql_function_not_allowed"
