@@ -84,12 +84,14 @@ def dbt_project_at(project_dir: str | Path, profiles_dir: str | Path | None = No
         raise DbtProjectError(
             f"no dbt_project.yml in the dbt project folder {project_dir.name!r}", code="dbt.project_missing"
         )
-    return _dbt_project(project_dir, Path(profiles_dir).resolve() if profiles_dir else project_dir)
+    return DbtProject(project_dir=project_dir, profiles_dir=Path(profiles_dir).resolve() if profiles_dir else project_dir)
 
 
-@lru_cache(maxsize=8)
-def _dbt_project(project_dir: Path, profiles_dir: Path) -> DbtProject:
-    return DbtProject(project_dir=project_dir, profiles_dir=profiles_dir)
+@lru_cache(maxsize=4)
+def _configured_dbt_project(project_dir: Path) -> DbtProject:
+    """One `DbtProject` per configured folder and process: the location's assets, resource and manifest
+    preparation share it (the translator memoizes specs per project object)."""
+    return dbt_project_at(project_dir)
 
 
 def configured_dbt_project() -> DbtProject:
@@ -101,7 +103,7 @@ def configured_dbt_project() -> DbtProject:
             "dbt_project.yml; point it at your dbt project",
             code="dbt.project_missing",
         )
-    return dbt_project_at(project_dir)
+    return _configured_dbt_project(project_dir)
 
 
 def project_fingerprint(project_dir: Path) -> str:
