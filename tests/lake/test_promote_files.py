@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from dpone_dagster.lake.lifecycle.diff import fork_diff
+from dpone_dagster.lake.lifecycle import maintenance
 from dpone_dagster.lake.lifecycle.maintenance import maintain
 from dpone_dagster.lake.lifecycle.promote import PromotePorts, promote
 from dpone_dagster.lake.lifecycle.promote_files import pending_promotions
@@ -135,6 +136,12 @@ def test_a_crash_before_the_commit_loses_nothing_and_recovery_puts_the_files_bac
     assert orders(env, FORK) == FORK_ROWS
     assert orders(env, "prod") == [(i, i * 10) for i in range(5)]
 
+    with pytest.MonkeyPatch.context() as patch:  # within the recovery grace: a promotion in flight
+        patch.setattr(maintenance, "recover_promotions", lambda *a, **k: [])
+        report = maintain(config=env.config, clock=later, pins=no_pins)
+    assert report.orphaned_files == [] and any("in flight" in note for note in report.notes)
+    assert {r["target"] for r in pending} <= set(env.list_files(prod_data_path(env))), "not swept in flight"
+
     report = maintain(config=env.config, clock=later, pins=no_pins)  # recovery, then the orphan sweep
     assert pending_promotions(env.config, "prod", "main") == []
     assert not {r["target"] for r in pending} & set(env.list_files(prod_data_path(env)))
@@ -201,6 +208,22 @@ def test_a_file_with_a_second_name_in_the_fork_is_not_moved(embedded_lake):
     assert table.method == "copied" and "one name" in table.copy_reason
     assert not os.path.islink(source) and os.stat(source).st_nlink == 2, "the fork's file was put back untouched"
     assert pending_promotions(env.config, "prod", "main") == []
+
+
+def test_a_file_reached_through_a_linked_folder_is_not_moved(embedded_lake, tmp_path):
+    """A fork that links its table folder to files elsewhere cannot make the parent adopt them."""
+    env = embedded_lake
+    materialize(env, "prod", "orders", "SELECT range AS id, range * 10 AS amount FROM range(5)")
+    Workspaces(env.config).create_fork(FORK, "prod", owner="alice")
+    materialize(env, FORK, "orders", "SELECT range AS id, range * 11 AS amount FROM range(6)")
+    [source] = table_files(env, FORK)
+    schema_folder = os.path.dirname(os.path.dirname(source))  # <fork data>/main: above the table folder
+    elsewhere = tmp_path / "elsewhere"
+    os.rename(schema_folder, elsewhere)
+    os.symlink(elsewhere, schema_folder)
+    table = promoted(env)
+    assert table.method == "copied" and "through a link" in table.copy_reason
+    assert os.path.isfile(elsewhere / "orders" / os.path.basename(source)), "the file elsewhere was not taken"
 
 
 def test_copy_only_and_a_rolled_back_move_leave_the_fork_as_it_was(embedded_lake):
