@@ -51,7 +51,7 @@ check-generated: $(STAMP)
 
 dev: $(STAMP)
 	$(BIN)/dpone prepare
-	$(BIN)/dpone dev --port 3000
+	$(BIN)/dpone dev
 
 check-defs: $(STAMP)
 	$(BIN)/dagster definitions validate -w workspace.yaml

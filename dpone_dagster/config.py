@@ -1,9 +1,13 @@
 """The one typed configuration of dpone-dagster, and the one place that reads the environment.
 
-Configuration comes from `dpone.yaml` at the project root (optional: the embedded default works
-with no file at all), then environment overrides. Nothing else in the project reads environment
-variables for configuration; resources and services receive a `DponeConfig`. The one exception is
-the dbt-duckdb plugin, which runs inside dbt's own process and receives the run's workspace and
+Configuration comes from `dpone.yaml` at the project root (or the `[tool.dpone]` table of its
+pyproject.toml), then environment overrides. The project root is never implicit (`find_project_root`):
+a command run outside any project refuses with `config.project_root_missing` rather than creating a
+lake where it happens to run, and an installed package never puts state into its own source tree.
+`dbt_project_dir` has no default: reading it unset fails with `config.dbt_project_unset`.
+
+Nothing else in the project reads environment variables for configuration; resources and services
+receive a `DponeConfig`. The one exception is the dbt-duckdb plugin, which runs inside dbt's own process and receives the run's workspace and
 target tables through `DPONE_WORKSPACE` / `DPONE_DBT_TARGETS`, set by the dbt asset for that call.
 
 The embedded `main` lake turns DuckLake data inlining off (`DATA_INLINING_ROW_LIMIT 0`), so even a
@@ -15,8 +19,9 @@ the moment of use; the values never enter a model, so they cannot leak through `
 metadata or errors.
 
 Environment overrides (all optional):
-- `DPONE_PROJECT_ROOT`   project root (default: the folder holding `dpone.yaml`, searched upward
-                         from the working directory, else the working directory)
+- `DPONE_PROJECT_ROOT`   project root (default: the nearest folder at or above the working directory
+                         holding `dpone.yaml` or a pyproject.toml with a `[tool.dpone]` table, as git
+                         finds `.git`; else the folder of `DPONE_CONFIG`; else `config.project_root_missing`)
 - `DPONE_CONFIG`         explicit path to a YAML file instead of `<root>/dpone.yaml`
 - `DPONE_STATE_DIR`      state directory (default `<root>/.dpone`)
 - `DPONE_CONTROL_STORE_URL`  SQLAlchemy URL of the control store (default SQLite `<state>/control/control.sqlite`)
@@ -37,6 +42,7 @@ from __future__ import annotations
 
 import os
 import re
+import tomllib
 from collections.abc import Mapping
 from datetime import timedelta
 from functools import lru_cache
@@ -290,7 +296,9 @@ class DponeConfig(_Closed):
     control_store_url: str | None = None
     workspace: str = DEFAULT_WORKSPACE
     lakes: tuple[LakeConfig, ...] = ()
-    dbt_project_dir: Path = Path("dbt_project_synthetic")
+    dbt_project_dir: Path | None = Field(
+        default=None, description="the dbt project folder, relative to the project root (no default)"
+    )
     release: ReleaseConfig | None = None
     forks: ForksConfig = ForksConfig()
     branch_deployment: BranchDeployment | None = None
@@ -317,6 +325,13 @@ class DponeConfig(_Closed):
 
     @property
     def dbt_project_path(self) -> Path:
+        """The configured dbt project folder; `config.dbt_project_unset` naming the setting when none is."""
+        if self.dbt_project_dir is None:
+            raise ConfigError(
+                "no dbt project is configured: set `dbt_project_dir` in dpone.yaml (or [tool.dpone]) to "
+                "your dbt project's folder, relative to the project root",
+                code="config.dbt_project_unset",
+            )
         return self.project_path(self.dbt_project_dir)
 
     @property
@@ -354,17 +369,44 @@ class DponeConfig(_Closed):
         )
 
 
-def _find_project_root(env: Mapping[str, str]) -> Path:
+class ProjectRootMissingError(ConfigError):
+    code = "config.project_root_missing"
+
+
+PYPROJECT_FILE_NAME = "pyproject.toml"
+PYPROJECT_TABLE = "tool.dpone"
+
+
+def _has_dpone_table(pyproject: Path) -> bool:
+    return pyproject.is_file() and _pyproject_table(pyproject) is not None
+
+
+def _pyproject_table(pyproject: Path) -> dict | None:
+    try:
+        document = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None
+    table = document.get("tool", {}).get("dpone") if isinstance(document.get("tool"), dict) else None
+    return table if isinstance(table, dict) else None
+
+
+def find_project_root(env: Mapping[str, str], cwd: Path) -> Path:
+    """The project root: `DPONE_PROJECT_ROOT`, else the nearest folder at or above `cwd` holding
+    `dpone.yaml` or a pyproject.toml with a `[tool.dpone]` table, else the folder of the file
+    `DPONE_CONFIG` names. Never implicit: with none of them, `config.project_root_missing`."""
     if env.get("DPONE_PROJECT_ROOT"):
         return Path(env["DPONE_PROJECT_ROOT"]).resolve()
-    here = Path.cwd().resolve()
+    here = cwd.resolve()
     for candidate in (here, *here.parents):
-        if (candidate / CONFIG_FILE_NAME).is_file():
+        if (candidate / CONFIG_FILE_NAME).is_file() or _has_dpone_table(candidate / PYPROJECT_FILE_NAME):
             return candidate
-    package_root = Path(__file__).resolve().parent.parent
-    if (package_root / "dbt_project_synthetic").is_dir():
-        return package_root
-    return here
+    if env.get("DPONE_CONFIG"):
+        return Path(env["DPONE_CONFIG"]).resolve().parent
+    raise ProjectRootMissingError(
+        "no dpone project here: run `dpone init` in your dbt project, or write a dpone.yaml at its root, "
+        "or add a [tool.dpone] table to its pyproject.toml, or set DPONE_PROJECT_ROOT to its folder "
+        "(searched upward from the working directory, as git does)"
+    )
 
 
 def _apply_lake_overrides(lakes: list[dict], env: Mapping[str, str]) -> list[dict]:
@@ -409,10 +451,13 @@ def _load_config(
 ) -> DponeConfig:
     env = {k: v for k, v in keys if v is not None}
     env.update(dict(lake_keys))
-    root = _find_project_root(env)
+    root = find_project_root(env, Path(cwd))
     path = Path(env["DPONE_CONFIG"]) if env.get("DPONE_CONFIG") else root / CONFIG_FILE_NAME
     raw: dict = {}
-    if path.is_file():
+    pyproject_table = None if path.is_file() else _pyproject_table(root / PYPROJECT_FILE_NAME)
+    if pyproject_table is not None and not env.get("DPONE_CONFIG"):
+        raw = dict(pyproject_table)
+    elif path.is_file():
         try:
             loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
         except yaml.YAMLError as exc:

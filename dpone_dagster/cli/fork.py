@@ -77,9 +77,13 @@ def create(
 def drop(
     workspace_id: str = typer.Argument(..., metavar="ID"),
     actor: str = typer.Option(None, "--as", help="Who is dropping (default: current user)."),
+    stop: bool = typer.Option(
+        False, "--stop", help="Stop the fork's running `dpone dev` (webserver, daemon, code servers) first."
+    ),
 ) -> None:
-    """Delete a fork and its namespaces; re-run to retry a cleanup that could not finish."""
-    result = _service().drop(workspace_id, actor=actor or _current_user())
+    """Delete a fork and its namespaces; re-run to retry a cleanup that could not finish. Refused
+    (workspace.in_use) while the fork's own `dpone dev` runs, unless --stop stops it cleanly first."""
+    result = _service().drop(workspace_id, actor=actor or _current_user(), stop_servers=stop)
     if result.workspace_deleted:
         typer.echo(f"deleted workspace {result.workspace_id}")
     for orphan in result.orphaned:

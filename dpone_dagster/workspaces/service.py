@@ -37,6 +37,7 @@ from dpone_dagster.lake.state.registry import records, tombstones
 from dpone_dagster.lake.state.tracking import UnknownWorkspaceError, forget_workspace
 from dpone_dagster.workspaces import repository as repo
 from dpone_dagster.workspaces.dagster_home import remove_dagster_home
+from dpone_dagster.workspaces.dev_servers import require_home_idle
 from dpone_dagster.workspaces.permissions import require_may_drop, require_may_grant
 
 log = logging.getLogger(__name__)
@@ -220,11 +221,13 @@ class Workspaces:
             self.config.lake(lake)
         return {name: pin_lake(workspace_id, name, self.config, clock=self.clock) for name in names}
 
-    def drop(self, workspace_id: str, *, actor: str) -> DropResult:
-        """Delete a fork and clean its namespaces; retry cleanup when it is already deleted."""
+    def drop(self, workspace_id: str, *, actor: str, stop_servers: bool = False) -> DropResult:
+        """Delete a fork and clean its namespaces; retry cleanup when it is already deleted. Refused
+        (`workspace.in_use`) while the fork's own `dpone dev` runs, unless `stop_servers` stops it first."""
         check_workspace_id(workspace_id)
         if workspace_id == ROOT_WORKSPACE:
             raise RootProtectedError("the root workspace cannot be dropped")
+        require_home_idle(self.config, workspace_id, stop=stop_servers)
         with self.engine.begin() as conn:
             ws = repo.get_workspace(conn, workspace_id)
             orphaned: tuple[str, ...] = ()

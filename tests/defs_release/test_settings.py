@@ -36,7 +36,8 @@ AUTHORITY_FILES = (POLICY_KEY, GRANT_KEY, SIGNATURES_KEY)
 
 def _configure(monkeypatch, tmp_path: Path, release_yaml: str) -> ReleaseSettings:
     config_file = tmp_path / "dpone.yaml"
-    config_file.write_text("release:\n" + release_yaml, encoding="utf-8")
+    project = f"dbt_project_dir: {REPO_ROOT / 'dbt_project_synthetic'}\n"  # no default since issue 18
+    config_file.write_text(project + "release:\n" + release_yaml, encoding="utf-8")
     monkeypatch.setenv("DPONE_CONFIG", str(config_file))
     reset_store_cache()
     return release_settings(load_config())

@@ -96,7 +96,14 @@ def _configured_dbt_project(project_dir: Path) -> DbtProject:
 
 def configured_dbt_project() -> DbtProject:
     """The dbt project the configuration's `dbt_project_dir` names (profiles.yml in the project folder)."""
-    project_dir = load_config().dbt_project_path
+    config = load_config()
+    if config.dbt_project_dir is None:
+        raise DbtProjectError(
+            "no dbt project is configured: set `dbt_project_dir` in dpone.yaml (or [tool.dpone]) to your "
+            "dbt project's folder",
+            code="dbt.project_missing",
+        )
+    project_dir = config.dbt_project_path
     if not (project_dir / "dbt_project.yml").is_file():
         raise DbtProjectError(
             f"the setting `dbt_project_dir` (dpone.yaml) names the folder {project_dir.name!r}, which has no "
