@@ -13,7 +13,8 @@ command that publishes, installs, activates or admits: those run only through th
 with the platform-adapter resources, and nothing read here (embedded grant digests, deployment
 records) is ever treated as authority.
 
-`dpone release recover|repair-audit|rollback|gc [--dry-run] [--json]` are the operator operations
+`dpone release recover|repair-audit|rollback|gc [--dry-run] [--json]` and
+`dpone release break-lease LEASE_ID [--dry-run] [--force] [--json]` are the operator operations
 (`dpone_dagster.release.delivery.operations`) over the configured release platform, built by the one
 composition the `release_*_job` jobs use too (`dpone_dagster.release.services.compose_release_services`):
 authority comes from the authority location and the protected target, never from a flag or a file
@@ -157,9 +158,9 @@ def _operations():
     return compose_release_services(ReleasePlatform.from_settings(release_settings(load_config()))).operations
 
 
-def _operate(method: str, *, dry_run: bool, as_json: bool) -> None:
+def _operate(method: str, *args: str, dry_run: bool, as_json: bool, **options: bool) -> None:
     try:
-        outcome = getattr(_operations(), method)(dry_run=dry_run)
+        outcome = getattr(_operations(), method)(*args, dry_run=dry_run, **options)
     except DponeError as error:
         if as_json:
             typer.echo(json.dumps({"refused": error.code, "message": error.message}, sort_keys=True))
@@ -200,3 +201,14 @@ def rollback(dry_run: bool = DRY_RUN, as_json: bool = JSON) -> None:
 def gc(dry_run: bool = DRY_RUN, as_json: bool = JSON) -> None:
     """Remove unreferenced registry blobs and abandoned staging (cleanup receipt; never during a publication)."""
     _operate("gc", dry_run=dry_run, as_json=as_json)
+
+
+@app.command("break-lease")
+def break_lease(
+    lease_id: str,
+    dry_run: bool = DRY_RUN,
+    force: bool = typer.Option(False, "--force", help="Break an expired lease whose holder cannot be seen from this host."),
+    as_json: bool = JSON,
+) -> None:
+    """Break a registry lease a killed publish or install left (holder provably gone; run --dry-run first)."""
+    _operate("break_lease", lease_id, dry_run=dry_run, as_json=as_json, force=force)

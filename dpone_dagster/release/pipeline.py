@@ -139,7 +139,7 @@ class ReleasePipeline:
             pinned_policy_digest=self.pinned_policy_digest,
             source=source,
             ports=self.authority_ports,
-            declared_limits=workload_limits(source),
+
         )
 
     # -- stage 2: compose -------------------------------------------------------------------
@@ -191,7 +191,7 @@ class ReleasePipeline:
     ) -> ActivationResult:
         """Fetch from the registry, install into the cache, activate. Identical retries change nothing."""
         with self._recorded(release_id, ReleaseState.INSTALLED):
-            with self.registry.leases.hold("materialization"):  # cleanup never removes staging under us
+            with self.registry.leases.hold("materialization", subject=release_id):  # cleanup never removes staging under us
                 bundle = self.registry.fetch(release_id)
                 installed = self.cache.materialize(bundle, authority=authority, receipt=materialization)
             pointer = self.cache.current()

@@ -6,6 +6,7 @@
     operations.repair_audit(dry_run=False)  # active pointer lacks its audit entry (`audit_repair`)
     operations.rollback(dry_run=False)      # pointer -> previous immutable deployment (`rollback`)
     operations.gc(dry_run=False)            # unreferenced blobs + abandoned staging (`CleanupReceipt`)
+    operations.break_lease(lease_id, dry_run=True, force=False)  # a killed holder's lease (`CleanupReceipt`)
 
 The Dagster jobs (`defs/release/operations.py`) and `dpone release ...` build this same object from
 the same platform-adapter resources; neither adds a rule of its own.
@@ -185,6 +186,24 @@ class ReleaseOperations:
                 self.registry.leases.remove(key)
         action = "removed" if any(removed.values()) else "nothing_to_remove"
         return OperationOutcome("gc", action, False, receipt_kind="cleanup", receipt_digest=receipt.document_digest(), removed=removed)
+
+    def break_lease(self, lease_id: str, *, dry_run: bool = True, force: bool = False) -> OperationOutcome:
+        """Remove one registry lease whose holder is provably gone, under a cleanup receipt.
+
+        `gc` names the lease when it refuses with `release.lease_abandoned`. Refused while the holder
+        runs on this host (`release.lease_holder_alive`) and, for a holder on another host or a
+        lease naming no process, unless `force` and the lease has expired
+        (`release.lease_holder_unverifiable`). A dry run checks all of that and removes nothing.
+        """
+        receipt = self.issuer.issue_cleanup()
+        self.issuer.require_cleanup(receipt)
+        result = self.registry.leases.break_lease(lease_id, dry_run=dry_run, force=force)
+        action = "broken" if result.broken else "would_break"
+        detail = [f"holder={result.holder}", f"holder_status={result.holder_status}", f"expired={result.expired}"]
+        return OperationOutcome(
+            "break-lease", action, dry_run, receipt_kind="cleanup", receipt_digest=receipt.document_digest(),
+            removed={"leases": [result.lease_id], "lease": detail},
+        )
 
     # -- authority ---------------------------------------------------------------------------
 

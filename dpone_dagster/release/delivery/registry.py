@@ -93,7 +93,7 @@ class ReleaseRegistry:
         admission.require_current(
             receipt, PublicationReceipt, release_id=verified.release_id, deployment_id=deployment_id, authority=authority
         )
-        with self.leases.hold("publication"):
+        with self.leases.hold("publication", subject=verified.release_id):
             return self._publish(verified, commit, key)
 
     def _publish(self, verified: ReleaseBundle, commit: ReleaseCommit, key: str) -> PublicationResult:
