@@ -98,7 +98,10 @@ class ReleasePipeline:
     # -- stage 1: compile and capture -------------------------------------------------------
 
     def compile_native(self, source: CompilableSource) -> NativeCompilation | None:
-        """Compile every publishing dbt project of the source; None when it holds none."""
+        """Compile every publishing dbt project of the source; None when it holds none.
+
+        First refuses a source whose flows cannot fit one parent (`require_parent_can_fit`)."""
+        require_parent_can_fit(ordinary_workloads=flow_directories(item.path for item in source.snapshot.files))
         if not discover_projects(Path(source.root)):
             return None
         return compile_native(source, work_dir=self.work_dir)
@@ -107,6 +110,7 @@ class ReleasePipeline:
         """Capture and rebuild every ordinary flow workload; None when the source has no `flows/`."""
         if not source.snapshot.under("flows"):
             return None
+        require_parent_can_fit(ordinary_workloads=flow_directories(item.path for item in source.snapshot.files))
         policy = verify_policy(self.authority_ports.policies.policy_bytes(self.pinned_policy_digest), self.pinned_policy_digest)
         return capture_ordinary(source, resource_ceiling=policy.limits)
 
@@ -139,7 +143,7 @@ class ReleasePipeline:
             pinned_policy_digest=self.pinned_policy_digest,
             source=source,
             ports=self.authority_ports,
-
+            declared_limits=workload_limits(source),
         )
 
     # -- stage 2: compose -------------------------------------------------------------------
