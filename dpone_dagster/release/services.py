@@ -103,14 +103,16 @@ class ReleaseAuthority:
 
 @dataclass
 class ReleaseAdmission:
-    """The `ReceiptIssuer` of the protected target, which it reopens before every protected operation."""
+    """The `ReceiptIssuer` of the protected target, which it reopens before every protected operation;
+    the revocation epoch's high-water mark it keeps is the control store's, the one verification raises."""
 
     settings: ReleaseSettings
     clock: Clock = field(default_factory=SystemClock)
 
     def issuer(self) -> ReceiptIssuer:
         protected = ProtectedTarget(self.settings.protected_target_file)
-        return ReceiptIssuer(protected.configuration(), protected, self.clock)
+        marks = SqlAcceptedSequenceStore(open_store(self.settings.control_store_url))
+        return ReceiptIssuer(protected.configuration(), protected, self.clock, epoch_marks=marks)
 
 
 @dataclass
