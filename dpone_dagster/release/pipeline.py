@@ -46,6 +46,7 @@ from dpone_dagster.contracts.receipts import (
     PublicationReceipt,
 )
 from dpone_dagster.contracts.target import DeploymentProjection
+from dpone_dagster.release.build.budget import flow_directories, require_parent_can_fit
 from dpone_dagster.release.build.bundle import ReleaseBundle, deployment_projection
 from dpone_dagster.release.build.compose import check_composition, compose_checked
 from dpone_dagster.release.build.flows import capture_ordinary
