@@ -10,7 +10,12 @@ from __future__ import annotations
 import pytest
 
 from dpone_dagster.contracts.canonical import MAX_DOCUMENT_BYTES
-from dpone_dagster.release.build.budget import ParentCapacityError, flow_directories, least_bytes_per_flow, require_parent_can_fit
+from dpone_dagster.release.build.budget import (
+    ParentCapacityError,
+    flow_directories,
+    least_bytes_per_flow,
+    require_parent_can_fit,
+)
 from dpone_dagster.release.pipeline import ReleasePipeline
 from tests.release.fabricated import MemorySource
 
