@@ -245,3 +245,56 @@ def test_copy_only_and_a_rolled_back_move_leave_the_fork_as_it_was(embedded_lake
     assert pending_promotions(env.config, "prod", "main") == []
     table = promoted(env, diff_id, copy_only=True)
     assert (table.method, table.copy_reason) == ("copied", "copy requested")
+
+
+@pytest.fixture
+def plain_lake(tmp_path):
+    """A bare DuckLake with data inlining on (the managed test lakes turn it off)."""
+    from dpone_dagster.lake.duck import connect
+
+    conn = connect()
+    conn.execute(f"ATTACH 'ducklake:{tmp_path}/f.ducklake' AS f (DATA_PATH '{tmp_path}/data/', DATA_INLINING_ROW_LIMIT 10)")
+    yield conn
+    conn.close()
+
+
+def plan_of(conn, table: str):
+    from dpone_dagster.lake.lifecycle.promote_files import metadata_prefix, plan_table
+    from dpone_dagster.lake.resolution.plan import TableName
+
+    return plan_table(conn, "f", metadata_prefix("f", None), TableName("main", table), None)
+
+
+@pytest.mark.parametrize(
+    ("statements", "reason"),
+    [
+        (["CREATE TABLE f.t AS SELECT range AS id FROM range(100)"], None),
+        (["CREATE TABLE f.t AS SELECT range AS id FROM range(100)", "INSERT INTO f.t VALUES (1)"], "inlined rows"),
+        (["CREATE TABLE f.t AS SELECT range AS id FROM range(100)", "DELETE FROM f.t WHERE id = 3"], "inlined rows"),
+        (["CREATE TABLE f.t AS SELECT range AS id FROM range(100)", "INSERT INTO f.t VALUES (1000)",
+          "DELETE FROM f.t WHERE id = 3"], "inlined rows"),  # as many rows as the file holds, not its rows
+        (["CREATE TABLE f.t AS SELECT range AS id FROM range(100)", "ALTER TABLE f.t ADD COLUMN x INT"], "columns changed"),
+        (["CREATE TABLE f.t (id BIGINT)"], "empty table"),
+        (["CREATE TABLE f.s AS SELECT range AS id FROM range(100)", "CREATE VIEW f.t AS SELECT * FROM f.s"], "a view"),
+    ],
+    ids=["plain", "inlined-insert", "inlined-delete", "balanced", "added-column", "empty", "view"],
+)
+def test_only_files_that_carry_exactly_the_tables_rows_move(plain_lake, statements, reason):
+    for statement in statements:
+        plain_lake.execute(statement)
+    plan = plan_of(plain_lake, "t")
+    if reason is None:
+        assert plan.moves and plan.rows == 100 and len(plan.files) == 1
+    else:
+        assert not plan.moves and reason in plan.copy_reason and plan.files == ()
+
+
+def test_storage_that_a_move_cannot_cross_is_named():
+    from dpone_dagster.config import StorageConfig
+    from dpone_dagster.lake.lifecycle.promote_files import storage_reason
+
+    here = StorageConfig(endpoint="s3.example:9000")
+    assert storage_reason("s3://b/__wm_forks/x/", "s3://b/lakes/main/", here, here) is None
+    assert "bucket" in storage_reason("s3://a/__wm_forks/x/", "s3://b/lakes/main/", here, here)
+    assert "endpoint" in storage_reason("s3://b/__wm_forks/x/", "s3://b/lakes/main/", here, StorageConfig())
+    assert "not both" in storage_reason("/tmp/__wm_forks/x/", "s3://b/lakes/main/", None, here)

@@ -141,11 +141,14 @@ def plan_table(conn, fork_alias: str, meta: str, name: TableName, reason: str | 
         return plan.copied("the fork deleted rows (delete files)")
     if any(key is not None for _, _, key in listed):
         return plan.copied("encrypted files")
-    files = tuple(sorted(path for path, _, _ in listed))
-    live = dict(conn.execute(f"SELECT filename, count(*) FROM {name.qualified(fork_alias)} GROUP BY ALL").fetchall())
-    if not set(live) <= set(files) or sum(live.values()) != recorded:
+    inlined = conn.execute(f"SELECT table_name FROM {meta}.ducklake_inlined_data_tables WHERE table_id = ?", [table_id]).fetchall()
+    live_inlined = sum(
+        conn.execute(f"SELECT count(*) FROM {meta}.{quote_ident(t)} WHERE end_snapshot IS NULL").fetchone()[0] for (t,) in inlined
+    )
+    (rows,) = conn.execute(f"SELECT count(*) FROM {name.qualified(fork_alias)}").fetchone()  # from the catalog, no scan
+    if live_inlined or rows != recorded:  # no inlined row: fewer rows than the files hold = inlined deletions
         return plan.copied("inlined rows (inserted or deleted in the catalog, not in files)")
-    return replace(plan, files=files, rows=int(recorded))
+    return replace(plan, files=tuple(sorted(path for path, _, _ in listed)), rows=int(recorded))
 
 
 def target_path(parent_data_path: str, name: TableName, source: str) -> str:
