@@ -63,27 +63,34 @@ def _build_sql(i: int, salt: int) -> str:
     )
 
 
-def _materialize(config: DponeConfig, workspace: str, salt: int) -> float:
-    """Build the N tables as `workspace` in one transaction and record them; returns seconds."""
-    start = time.perf_counter()
-    names = [f"mart_{i}" for i in range(TABLES)]
-    resolved = resolve(workspace, config=config, targets=names)
+def _build(config: DponeConfig, workspace: str, selects: dict[str, str], columns: list[tuple[str, str]]) -> dict[str, int]:
+    """Build each `name: SELECT` as `workspace` in one transaction and record it, as a managed
+    materialize would; returns the parquet bytes each table holds."""
+    resolved = resolve(workspace, config=config, targets=list(selects))
     conn = resolved.connect()
     try:
         conn.execute("BEGIN TRANSACTION")
-        for i, name in enumerate(names):
-            conn.execute(f"CREATE OR REPLACE TABLE lake_main.main.{name} AS {_build_sql(i, salt)}")
+        for name, select in selects.items():
+            conn.execute(f"CREATE OR REPLACE TABLE lake_main.main.{name} AS {select}")
         conn.execute("COMMIT")
         snapshot = conn.execute("SELECT max(snapshot_id) FROM lake_main.snapshots()").fetchone()[0]
+        written = dict(conn.execute("SELECT table_name, file_size_bytes FROM ducklake_table_info('lake_main')").fetchall())
         read = fork_session_snapshots(conn, workspace, "main", config)
     finally:
         conn.close()
-    for name in names:
+    for name in selects:
         record_materialization(
             workspace, "main", "main", name, status="materialized", snapshot_id=snapshot,
-            columns=[("id", "BIGINT"), ("total", "DOUBLE"), ("n", "BIGINT"), ("mean", "DOUBLE")],
-            config=config, built_from=read,
+            columns=columns, config=config, built_from=read,
         )
+    return {name: int(written.get(name, 0)) for name in selects}
+
+
+def _materialize(config: DponeConfig, workspace: str, salt: int) -> float:
+    """Build the N mart tables as `workspace` in one transaction and record them; returns seconds."""
+    start = time.perf_counter()
+    selects = {f"mart_{i}": _build_sql(i, salt) for i in range(TABLES)}
+    _build(config, workspace, selects, [("id", "BIGINT"), ("total", "DOUBLE"), ("n", "BIGINT"), ("mean", "DOUBLE")])
     return time.perf_counter() - start
 
 
@@ -136,32 +143,12 @@ def _rebuild_row(work: Path) -> dict[str, object]:
 
 
 def _sized_tables(config: DponeConfig, fork: str, sizes: dict[str, int]) -> dict[str, int]:
-    """Build each `name: megabytes` table in `fork` (one transaction) and record it; the bytes written."""
-    resolved = resolve(fork, config=config, targets=list(sizes))
-    conn = resolved.connect()
-    try:
-        conn.execute("BEGIN TRANSACTION")
-        for name, mb in sizes.items():
-            rows = mb * 1024 * 1024 // BYTES_PER_ROW
-            conn.execute(
-                f"CREATE OR REPLACE TABLE lake_main.main.{name} AS "
-                f"SELECT range AS id, random() AS a, random() AS b, hash(range) AS c FROM range({rows})"
-            )
-        conn.execute("COMMIT")
-        snapshot = conn.execute("SELECT max(snapshot_id) FROM lake_main.snapshots()").fetchone()[0]
-        written = dict(conn.execute(
-            "SELECT table_name, file_size_bytes FROM ducklake_table_info('lake_main')"
-        ).fetchall())
-        read = fork_session_snapshots(conn, fork, "main", config)
-    finally:
-        conn.close()
-    for name in sizes:
-        record_materialization(
-            fork, "main", "main", name, status="materialized", snapshot_id=snapshot,
-            columns=[("id", "BIGINT"), ("a", "DOUBLE"), ("b", "DOUBLE"), ("c", "UBIGINT")],
-            config=config, built_from=read,
-        )
-    return {name: int(written[name]) for name in sizes}
+    """Build each `name: megabytes` table in `fork`; the bytes written."""
+    selects = {
+        name: f"SELECT range AS id, random() AS a, random() AS b, hash(range) AS c FROM range({mb * 1024 * 1024 // BYTES_PER_ROW})"
+        for name, mb in sizes.items()
+    }
+    return _build(config, fork, selects, [("id", "BIGINT"), ("a", "DOUBLE"), ("b", "DOUBLE"), ("c", "UBIGINT")])
 
 
 def _timed_promotion(work: Path, fork: str, table: str, ports: PromotePorts | None = None) -> Callable[[], float]:
