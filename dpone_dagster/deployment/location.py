@@ -31,14 +31,14 @@ import dagster as dg
 from dpone_dagster.clock import Clock, SystemClock
 from dpone_dagster.config import load_config
 from dpone_dagster.contracts.coded import CodedError
-from dpone_dagster.deployment.active import (
+from dpone_dagster.deployment.jobs import DeploymentRuntime, FamilyRelease, family_jobs
+from dpone_dagster.release.active import (
     DeploymentLoadError,
     installed_admission_view,
     load_active_release,
     load_synthetic_release,
     read_only_cache,
 )
-from dpone_dagster.deployment.jobs import DeploymentRuntime, FamilyRelease, family_jobs
 from dpone_dagster.release.platform.settings import ReleaseSettings, release_settings
 from dpone_dagster.release.platform.target import PlatformError, ProtectedTarget
 from dpone_dagster.release.runtime.catalog import dormant_tasks, job_names, synthetic_tasks

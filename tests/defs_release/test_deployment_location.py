@@ -6,9 +6,9 @@ import dagster as dg
 import pytest
 
 from dpone_dagster.clock import SystemClock
-from dpone_dagster.deployment.active import DeploymentLoadError, load_active_release, read_only_cache
 from dpone_dagster.deployment.location import build_definitions
 from dpone_dagster.errors import DponeError
+from dpone_dagster.release.active import DeploymentLoadError, load_active_release, read_only_cache
 from dpone_dagster.release.runtime.admission import RuntimeTask, TaskKind
 from dpone_dagster.release.runtime.ports import AccessLedger, LedgeredCredentialResolver
 from tests.synthetic_project import NATIVE_MODELS, ORDINARY_FLOWS, PRE_HOOKS

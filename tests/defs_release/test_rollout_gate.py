@@ -14,7 +14,7 @@ from dpone_dagster.clock import SystemClock
 from dpone_dagster.control.store import open_store
 from dpone_dagster.defs.release.gate import install_stage_gate
 from dpone_dagster.defs.release.resources import release_pipeline, release_resources
-from dpone_dagster.deployment.active import installed_admission_view, load_active_release, read_only_cache
+from dpone_dagster.release.active import installed_admission_view, load_active_release, read_only_cache
 from dpone_dagster.release.runtime.admission import AdmissionGrant, TaskKind
 from dpone_dagster.release.runtime.catalog import dormant_tasks
 from dpone_dagster.release.runtime.gate import evaluate_rollout_gate

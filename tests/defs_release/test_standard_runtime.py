@@ -15,13 +15,13 @@ from dpone_dagster.clock import SystemClock
 from dpone_dagster.contracts.base import parse_document
 from dpone_dagster.contracts.dispatch import DispatchError, read_production_document
 from dpone_dagster.control.store import open_store
-from dpone_dagster.deployment.active import (
+from dpone_dagster.deployment.location import build_definitions
+from dpone_dagster.release.active import (
     installed_admission_view,
     load_active_release,
     load_synthetic_release,
     read_only_cache,
 )
-from dpone_dagster.deployment.location import build_definitions
 from dpone_dagster.release.build.bundle import PARENT_PATH, open_bundle
 from dpone_dagster.release.errors import IntegrityError
 from dpone_dagster.release.platform.target import ProtectedTargetDocument

@@ -22,8 +22,8 @@ from dpone_dagster.contracts.identity import digest
 from dpone_dagster.control.store import open_store
 from dpone_dagster.defs.release.assets import installed_release
 from dpone_dagster.defs.release.jobs import release_job
-from dpone_dagster.deployment.active import read_only_cache
 from dpone_dagster.errors import DponeError
+from dpone_dagster.release.active import read_only_cache
 from dpone_dagster.release.platform.settings import ReleaseSettings
 from dpone_dagster.release.platform.target import AuthorityDocuments, ProtectedTarget, object_store
 from dpone_dagster.release.source.snapshot import open_source
