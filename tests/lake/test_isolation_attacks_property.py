@@ -27,7 +27,9 @@ the same process fails ("Unique file handle conflict"), so with a guard removed 
 report a FlakyFailure whose first sub-exception is the unrefused attack. The PostgreSQL + S3 variant
 is not here: the resource and the CLI read the lake from the process configuration (`dpone.yaml`),
 while the pg/S3 fixtures build theirs in memory; below-DuckLake refusals on that backend are
-`test_readonly_ancestors.py`.
+`test_readonly_ancestors.py`, and `test_isolation_files_property.py` runs file doors, maintenance,
+quoted ATTACH forms and run-config overrides on both backends (it hands the process the PostgreSQL
+lake through `DPONE_CONFIG`).
 """
 
 from __future__ import annotations
