@@ -14,6 +14,8 @@ confined). A fork's process may create, write, rename and delete only beneath:
 
 `prepare_policy(policy)` creates those folders (and registers the fork's own places in the cleanup
 ledger, so a drop removes them) before the launcher confines: a Landlock rule needs an existing folder.
+It also carries the dbt project's `partial_parse.msgpack` into the fork's dbt target folder (the
+project's `target/` is read-only to the fork; without it every confined dbt run parses from scratch).
 
 What a reader could get wrong: a rule grants a whole tree, so a writable folder that *contains* a
 parent's catalog or data path would make them writable. That is refused
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import stat
 import tempfile
 from collections.abc import Iterator, Mapping
@@ -49,6 +52,7 @@ from dpone_dagster.workspaces.dagster_home import default_dagster_home, workspac
 
 DEVICE_FILES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/random", "/dev/urandom")
 DEVICE_TREES = ("/dev/shm", "/dev/pts")
+PARTIAL_PARSE_FILE = "partial_parse.msgpack"
 
 
 class CannotConfineError(DponeError):
@@ -208,6 +212,18 @@ def prepare_policy(policy: ConfinementPolicy, config: DponeConfig) -> None:
             _private_dir(temp)
         elif not str(tree).startswith("/dev/"):
             tree.mkdir(parents=True, exist_ok=True)
+    _carry_partial_parse(config, Path(policy.env["DBT_TARGET_PATH"]))
+
+
+def _carry_partial_parse(config: DponeConfig, target: Path) -> None:
+    """Copy the dbt project's `partial_parse.msgpack` into the fork's dbt target folder when newer:
+    dbt (and dagster-dbt, which copies it into each run's target) looks for it there, and without
+    it every confined dbt invocation parses the whole project again."""
+    source = config.dbt_project_path / "target" / PARTIAL_PARSE_FILE
+    copy = target / PARTIAL_PARSE_FILE
+    if source.is_file() and (not copy.is_file() or copy.stat().st_mtime < source.stat().st_mtime):
+        target.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, copy)
 
 
 def _private_dir(path: Path) -> None:

@@ -142,3 +142,14 @@ def test_a_private_temp_folder_made_by_someone_else_is_refused(fork_config):
             prepare_policy(policy, fork_config)
     finally:
         os.chmod(temp, 0o700)
+
+
+def test_the_dbt_projects_partial_parse_file_is_carried_into_the_forks_target(fork_config, tmp_path):
+    project = tmp_path / "project"
+    (project / "target").mkdir(parents=True)
+    (project / "target" / "partial_parse.msgpack").write_bytes(b"parsed once")
+    config = fork_config.model_copy(update={"dbt_project_dir": project})
+    policy = fork_policy(config, {})
+    prepare_policy(policy, config)
+    carried = Path(policy.env["DBT_TARGET_PATH"]) / "partial_parse.msgpack"
+    assert carried.read_bytes() == b"parsed once"
