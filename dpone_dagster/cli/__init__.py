@@ -3,7 +3,7 @@
 Each command group lives in its own module and is owned by its domain: `fork` and `lake`
 (fork data environments), `release` (inspection of development releases, and the operator
 operations recover / repair-audit / rollback / gc over the configured platform's resources), and the
-top-level `demo` / `prepare` commands. No command here publishes or installs a development release,
+top-level `init` (make a dbt-duckdb project fork-aware), `dev`, `demo` and `prepare` commands. No command here publishes or installs a development release,
 or turns a user-written file or flag into authority.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import typer
 
-from dpone_dagster.cli import demo, dev, fork, lake, release
+from dpone_dagster.cli import demo, dev, fork, init, lake, release
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__.splitlines()[0])
 app.add_typer(fork.app, name="fork", help="Create, inspect and drop fork data environments.")
@@ -19,11 +19,13 @@ app.add_typer(lake.app, name="lake", help="Inspect how a workspace attaches its 
 app.add_typer(release.app, name="release", help="Inspect and re-verify development releases; recover, repair-audit, rollback, gc.")
 demo.register(app)
 app.command("dev")(dev.dev)
+app.command("init")(init.init)
 
 
-UNCONFINED_COMMANDS = frozenset({"prepare", "dev", "release", "--help", "-h"})
+UNCONFINED_COMMANDS = frozenset({"prepare", "dev", "init", "release", "--help", "-h"})
 """Commands that do not act for the fork's data: `prepare` writes the dbt project's manifest, `dev`
-confines itself once the manifest is prepared, `release` reads and operates the release platform."""
+confines itself once the manifest is prepared, `init` writes the project's files before there is a
+project, `release` reads and operates the release platform."""
 
 
 def main() -> None:

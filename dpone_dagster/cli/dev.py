@@ -92,6 +92,9 @@ def confine_fork_dev() -> None:
 
 
 def dev(
+    workspace: str = typer.Option(
+        None, "--workspace", help="Serve this workspace (a fork id; default: DPONE_WORKSPACE, else prod)."
+    ),
     module: str = typer.Option(None, "-m", "--module", help="Python module holding your Definitions."),
     workspace_file: Path = typer.Option(None, "-w", "--workspace-file", help="A Dagster workspace.yaml to serve."),
     port: int = typer.Option(
@@ -104,6 +107,8 @@ def dev(
     from dpone_dagster.cli.dev_location import pick_port
     from dpone_dagster.workspaces.dev_servers import record_dev_server
 
+    if workspace:
+        os.environ["DPONE_WORKSPACE"] = workspace  # before configuration is read; `dagster dev` inherits it
     try:
         confine_fork_dev()
         prepared = prepare_dev(module=module, workspace_file=workspace_file)

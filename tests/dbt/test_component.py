@@ -132,7 +132,7 @@ def test_the_factory_keys_the_tiny_project_by_lake_schema_table(tiny_project, tm
     assert all("ducklake" in spec.kinds for spec in assets.specs)
 
 
-LAKE_JOBS = {"drop_fork_job", "promote_fork_job", "fork_state_observation_job", "lake_maintenance_job", "fork_janitor_job"}
+LAKE_JOBS = {"create_fork_job", "drop_fork_job", "promote_fork_job", "fork_state_observation_job", "lake_maintenance_job", "fork_janitor_job"}
 LAKE_SENSORS = {"fork_state_sensor", "fork_janitor_sensor"}
 
 

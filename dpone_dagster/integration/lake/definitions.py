@@ -5,7 +5,7 @@ What a code location needs next to its DuckLake table assets, whoever builds the
 - the `ducklake` resource (`DuckLakeResource`, no run configuration) and the workspace-binding
   executor (`integration/binding.py`: every run checked against and stamped with the deployment's
   `dpone/workspace` before a step starts);
-- the fork lifecycle jobs `drop_fork_job`, `promote_fork_job`, `fork_state_observation_job`,
+- the fork lifecycle jobs `create_fork_job` (the UI's fork dialog), `drop_fork_job`, `promote_fork_job`, `fork_state_observation_job`,
   `lake_maintenance_job`, `fork_janitor_job`; the sensors `fork_state_sensor`,
   `fork_janitor_sensor`; the schedule `lake_maintenance_schedule`;
 - given assets, the `fork_staleness` and `diff_against_parent` checks on their DuckLake tables
@@ -38,7 +38,11 @@ from dagster import (
 
 from dpone_dagster.integration.binding import DEFAULT_EXECUTOR, deployment_workspace
 from dpone_dagster.integration.lake.diff import build_diff_checks
-from dpone_dagster.integration.lake.jobs import build_drop_fork_job, build_fork_state_observation_job
+from dpone_dagster.integration.lake.jobs import (
+    build_create_fork_job,
+    build_drop_fork_job,
+    build_fork_state_observation_job,
+)
 from dpone_dagster.integration.lake.maintenance import (
     build_fork_janitor_job,
     build_fork_janitor_sensor,
@@ -65,6 +69,7 @@ def _lake_objects(workspace: str) -> _LakeObjects:
     maintenance_job, janitor_job = build_lake_maintenance_job(), build_fork_janitor_job()
     return _LakeObjects(
         jobs=(
+            build_create_fork_job(),
             build_drop_fork_job(),
             build_fork_state_observation_job(),
             maintenance_job,

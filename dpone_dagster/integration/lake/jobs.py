@@ -1,4 +1,12 @@
-"""Jobs of the lake domain: dropping a fork, and observing the fork state of every DuckLake asset.
+"""Jobs of the lake domain: creating and dropping a fork, and observing the fork state of every DuckLake asset.
+
+- `create_fork_job`: the fork dialog of the UI. Its launchpad config is the dialog: `fork_id`,
+  `owner`, `shared_lakes` (every other lake is isolated; shared lakes are the root's), `pin` (read
+  each ancestor at its snapshot now) and `ttl` (e.g. `3d`; empty: `forks.ttl`). The parent is the
+  deployment's own workspace, never a config choice. Bad input fails the run with one coded line
+  (`workspace.invalid_id`, `workspace.exists`, `workspace.unknown_lake`, `config.invalid_duration`,
+  ...); a created fork's materialization-free run metadata says how to open its UI
+  (`dpone dev --workspace <fork>`).
 
 - `drop_fork_job`: delete a fork and clean its DuckLake namespaces, or retry a partial cleanup.
   Run config names the fork and the acting user; the same permission gate as `dpone fork drop`
@@ -22,9 +30,21 @@ never changes the workspace anything is attached or written as.
 """
 
 # No `from __future__ import annotations`: Dagster reads the op's config annotation at runtime.
-from dagster import Config, Failure, JobDefinition, OpExecutionContext, job, op
+from dagster import (
+    Config,
+    Failure,
+    JobDefinition,
+    MetadataValue,
+    Nothing,
+    OpExecutionContext,
+    Out,
+    Output,
+    job,
+    op,
+)
+from pydantic import Field
 
-from dpone_dagster.config import load_config
+from dpone_dagster.config import load_config, parse_duration
 from dpone_dagster.contracts.workspace_ids import ROOT_WORKSPACE
 from dpone_dagster.errors import DponeError
 from dpone_dagster.integration.binding import (
@@ -43,6 +63,73 @@ _MAX_CHAIN = 64
 class DropForkConfig(Config):
     workspace_id: str
     actor: str
+
+
+class CreateForkConfig(Config):
+    """The fork dialog: what a user fills in the launchpad to create a fork of this deployment's workspace."""
+
+    fork_id: str = Field(description="the new fork's id (git-branch-safe, e.g. wm-alice-orders)")
+    owner: str = Field(description="who owns the fork (may drop it, share its lakes, grant on it)")
+    shared_lakes: list[str] = Field(
+        default=[], description="lakes the fork shares with the root (prod); every other lake is isolated"
+    )
+    pin: bool = Field(default=False, description="read each ancestor at its snapshot now instead of live")
+    ttl: str = Field(default="", description="idle time before the TTL janitor drops it, e.g. 3d (empty: forks.ttl)")
+
+
+def coded_failure(exc: DponeError) -> Failure:
+    """A by-design refusal as one coded line in the UI (`[code] message`), its code in the metadata."""
+    return Failure(description=str(exc), metadata={"code": exc.code})
+
+
+def open_fork_ui_command(fork_id: str) -> str:
+    return f"dpone dev --workspace {fork_id}"
+
+
+@op(out=Out(Nothing))
+def create_fork_op(context: OpExecutionContext, config: CreateForkConfig):
+    try:
+        bind_run(context.instance, context.run)
+        parent = deployment_workspace()
+        created = Workspaces(load_config()).create_fork(
+            config.fork_id,
+            parent,
+            owner=config.owner,
+            shared_lakes=config.shared_lakes,
+            shared_with=ROOT_WORKSPACE if config.shared_lakes and parent != ROOT_WORKSPACE else None,
+            ttl=parse_duration(config.ttl) if config.ttl.strip() else None,
+            pin=config.pin,
+        )
+    except DponeError as exc:
+        raise coded_failure(exc) from None
+    shared = ", ".join(config.shared_lakes) or "none (every lake isolated)"
+    context.log.info(f"created fork {created.id} of {created.parent_id}; shared lakes: {shared}")
+    yield Output(
+        None,
+        metadata={
+            "fork": created.id,
+            "parent": created.parent_id,
+            "owner": created.owner,
+            "shared_lakes": shared,
+            "pinned": config.pin,
+            "open_ui": MetadataValue.md(f"`{open_fork_ui_command(created.id)}`"),
+        },
+    )
+
+
+def build_create_fork_job() -> JobDefinition:
+    """The fork dialog as a job of the deployment's workspace, tagged as the code location loads."""
+
+    @job(
+        name="create_fork_job",
+        description="Create a fork of this deployment's workspace (the launchpad config is the fork dialog); "
+        "the run says how to open the fork's UI.",
+        tags=workspace_tags(),
+    )
+    def create_fork_job() -> None:
+        create_fork_op()
+
+    return create_fork_job
 
 
 def require_droppable_here(workspaces: Workspaces, workspace_id: str) -> None:
@@ -72,7 +159,7 @@ def drop_fork_namespaces_op(context: OpExecutionContext, config: DropForkConfig)
         require_droppable_here(workspaces, config.workspace_id)
         result = workspaces.drop(config.workspace_id, actor=config.actor)
     except DponeError as exc:
-        raise Failure(description=str(exc), metadata={"code": exc.code}) from None
+        raise coded_failure(exc) from None
     for ws, lake, schema in result.cleanup.cleaned:
         context.log.info(f"cleaned {ws} lake {lake} namespace {schema}")
     for orphan in result.orphaned:
