@@ -72,6 +72,19 @@ class LakeSetup:
         resolve(workspace, "main", config=config).apply(conn)
         return conn
 
+    def defer_views(self, workspace: str, *, sql: str | None = None) -> tuple[list[str], list[tuple]]:
+        """`schema.view` of every defer view in `workspace`'s catalog, as its last run left them (the
+        attach reads nothing, so it creates no view), and the rows of `sql` read on that connection."""
+        conn = duck.connect(extension_directory=self.extension_directory)
+        try:
+            resolve(workspace, "main", config=self.config(), reads=()).apply(conn)
+            views = sorted(r[0] for r in conn.execute(
+                "SELECT schema_name || '.' || view_name FROM duckdb_views() WHERE database_name = 'lake_main'"
+            ).fetchall())
+            return views, (conn.execute(sql).fetchall() if sql else [])
+        finally:
+            conn.close()
+
     def rows(self, sql: str, params: list | None = None) -> list[tuple]:
         conn = self.connect()
         try:

@@ -3,8 +3,9 @@
 - a dbt-only run executes in the run worker (`dpone/in_process_alone` on the dbt op): no step
   process that loads the definitions a second time; mixed with other steps, the configured
   (multiprocess) executor is kept;
-- a run or step worker never runs `dbt parse`, even after a model edit: it trusts the manifest the
-  code location loaded with (and the fork read set then falls back to every table).
+- a run or step worker never runs `dbt parse` while it loads the definitions, even after a model
+  edit: it trusts the manifest the code location loaded with; the dbt op then refreshes the manifest
+  by a partial parse for its read set only (tests/dbt/test_manifest_follows_files.py).
 """
 
 from __future__ import annotations

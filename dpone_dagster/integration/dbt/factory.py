@@ -35,8 +35,9 @@ from dpone_dagster.integration.dbt.project import (
     DbtProjectError,
     dbt_executable,
     dbt_project_at,
-    manifest_is_current,
+    manifest_for_run,
     prepare_manifest,
+    stored_fingerprint,
 )
 from dpone_dagster.integration.dbt.run import DEFAULT_BUILD_ARGS, DEFAULT_DBT_RESOURCE_KEY, build_in_lake
 from dpone_dagster.integration.dbt.translator import ForkAwareDbtTranslator
@@ -120,6 +121,7 @@ def fork_aware_dbt_assets(
             code="dbt.lake_mismatch",
         )
     args = tuple(build_args)
+    loaded_fingerprint = stored_fingerprint(project)  # before the manifest is read (project.py)
     with translator.resolved_workspace():  # dagster-dbt builds every spec here: read the workspace once
         build = dbt_assets(
             manifest=project.manifest_path,
@@ -136,10 +138,9 @@ def fork_aware_dbt_assets(
     @build
     def _fork_aware_dbt_assets(context):  # no annotation: a string one (future import) is refused
         dbt = getattr(context.resources, dbt_resource_key)
-        # sources edited since the manifest was prepared (a run worker never re-parses): the graph
-        # may miss a new ref, so this run defers every table instead of only what the graph reads
-        everything = reads_everything or not manifest_is_current(project)
-        yield from build_in_lake(context, dbt, context.resources.ducklake, lake, args, everything)
+        # sources edited since this location loaded: the read set comes from a refreshed manifest
+        manifest = None if reads_everything else manifest_for_run(project, loaded_fingerprint)
+        yield from build_in_lake(context, dbt, context.resources.ducklake, lake, args, reads_everything, manifest)
 
     return _fork_aware_dbt_assets
 

@@ -7,13 +7,19 @@ decided by a fingerprint of the project's source files stored next to the manife
 workers `dagster dev` starts for every run load the definitions without running `dbt parse` again,
 and a changed model is still picked up on the next load.
 
+The manifest also follows the files between loads: a dbt op calls `manifest_for_run` before it
+builds. When nothing changed since the manifest its definitions were loaded with (the fingerprint
+stored next to it, read at load: `stored_fingerprint`), it costs one fingerprint and no parse. When
+a model was edited since, the first process that notices (a run worker, a code-server-spawned run)
+refreshes the manifest with dbt's partial parse (`dbt parse` reuses target/partial_parse.msgpack, so
+only the edited files are parsed again) under the same lock, and the run's read set comes from it.
+
 What a reader could get wrong: dagster-dbt's own `prepare_if_dev()` re-parses in *every* process
 that sees `DAGSTER_IS_DEV_CLI`, run workers included; that is the behaviour this module replaces.
-And a run or step worker (`dagster api execute_run|execute_step|resume_run`) never parses, even when
-a model was edited since: it trusts the manifest the code location was loaded with (the job it runs
-was planned from that manifest; re-parsing there would cost `dbt parse` on every run after an edit
-and could change the assets under a planned run). `dbt build` itself parses the edited SQL, and the
-fork read set falls back to every table while the manifest is stale (`integration/dbt/factory.py`).
+A run or step worker (`dagster api execute_run|execute_step|resume_run`) never parses while it
+*loads* the definitions, even when a model was edited since: the job it runs was planned from the
+loaded manifest, and re-parsing at load could change the assets under a planned run. The refreshed
+manifest is read for the read set only; the assets of the run stay those it was planned with.
 Nothing here knows a particular project: `configured_dbt_project()` is whatever `dbt_project_dir`
 names (dpone.yaml; this repository's default is its demo project), resolved only when called.
 """
@@ -21,6 +27,7 @@ names (dpone.yaml; this repository's default is its demo project), resolved only
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import multiprocessing
 import os
@@ -28,6 +35,7 @@ import shutil
 import sys
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from dagster_dbt import DbtProject
 from filelock import FileLock, Timeout
@@ -84,7 +92,9 @@ def dbt_project_at(project_dir: str | Path, profiles_dir: str | Path | None = No
         raise DbtProjectError(
             f"no dbt_project.yml in the dbt project folder {project_dir.name!r}", code="dbt.project_missing"
         )
-    return DbtProject(project_dir=project_dir, profiles_dir=Path(profiles_dir).resolve() if profiles_dir else project_dir)
+    return DbtProject(
+        project_dir=project_dir, profiles_dir=Path(profiles_dir).resolve() if profiles_dir else project_dir
+    )
 
 
 @lru_cache(maxsize=4)
@@ -131,11 +141,20 @@ def _fingerprint_path(project: DbtProject) -> Path:
     return project.manifest_path.with_name(FINGERPRINT_FILE)
 
 
-def manifest_is_current(project: DbtProject) -> bool:
+def stored_fingerprint(project: DbtProject) -> str | None:
+    """The source fingerprint the manifest on disk was parsed from (None: never prepared).
+
+    Read it *before* loading the manifest: if a refresh lands in between, the pair then looks stale
+    (and is refreshed again), never current with an older manifest."""
     stored = _fingerprint_path(project)
     if not project.manifest_path.is_file() or not stored.is_file():
-        return False
-    return stored.read_text(encoding="utf-8").strip() == project_fingerprint(project.project_dir)
+        return None
+    return stored.read_text(encoding="utf-8").strip() or None
+
+
+def manifest_is_current(project: DbtProject) -> bool:
+    stored = stored_fingerprint(project)
+    return stored is not None and stored == project_fingerprint(project.project_dir)
 
 
 def prepare_manifest(project: DbtProject | None = None, *, force: bool = False) -> bool:
@@ -148,6 +167,23 @@ def prepare_manifest(project: DbtProject | None = None, *, force: bool = False) 
     project = project or configured_dbt_project()
     if not force and in_run_worker() and project.manifest_path.is_file():
         return False  # a run worker trusts the manifest prepared when the location loaded
+    return _parse_unless_current(project, force=force)
+
+
+def manifest_for_run(project: DbtProject, loaded_fingerprint: str | None) -> dict[str, Any] | None:
+    """The manifest of the sources as they are now, if they changed since `loaded_fingerprint`
+    (what the running definitions were loaded from); None when the loaded manifest is still current.
+
+    In any process, a run worker included: the first one to notice an edit refreshes the manifest on
+    disk (partial parse, locked; the others then find it current and only read it)."""
+    current = project_fingerprint(project.project_dir)
+    if loaded_fingerprint is not None and loaded_fingerprint == current:
+        return None
+    _parse_unless_current(project, force=False)
+    return json.loads(project.manifest_path.read_text(encoding="utf-8"))
+
+
+def _parse_unless_current(project: DbtProject, *, force: bool) -> bool:
     if not force and manifest_is_current(project):
         return False
     project.manifest_path.parent.mkdir(parents=True, exist_ok=True)
@@ -163,8 +199,7 @@ def prepare_manifest(project: DbtProject | None = None, *, force: bool = False) 
             invocation.wait()
             if not invocation.is_successful() or not project.manifest_path.is_file():
                 raise DbtProjectError(
-                    f"`dbt parse` failed for {project.name}; run `dbt parse` in the project "
-                    "folder to see the error",
+                    f"`dbt parse` failed for {project.name}; run `dbt parse` in the project folder to see the error",
                     code="dbt.parse_failed",
                 )
             staged = _fingerprint_path(project).with_suffix(".tmp")

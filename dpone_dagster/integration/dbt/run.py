@@ -65,16 +65,20 @@ def selected_tables(context: AssetExecutionContext, lake: str) -> list[str]:
 
 @contextmanager
 def dbt_subprocess_env(
-    ducklake: DuckLakeResource, targets: Sequence[str], reads: Sequence[str] | None = None
+    ducklake: DuckLakeResource,
+    targets: Sequence[str],
+    reads: Sequence[str] | None = None,
+    extra: Mapping[str, str | None] | None = None,
 ) -> Iterator[None]:
-    """Expose the deployment's workspace, `targets` and `reads` (None: every table, `lake/resolution/reads.py`)
-    to a dbt subprocess started inside the block only."""
+    """Expose the deployment's workspace, `targets`, `reads` (None: every table, `lake/resolution/reads.py`)
+    and `extra` (a None value: unset) to a dbt subprocess started inside the block only."""
     wanted: dict[str, str | None] = {
         READS_ENV: None if reads is None else reads_to_env(reads),
         WORKSPACE_ENV: ducklake.workspace_id,
         PROJECT_ROOT_ENV: str(load_config().project_root),
         TARGETS_ENV: targets_to_env(targets),
         INDIRECT_SELECTION_ENV: os.environ.get(INDIRECT_SELECTION_ENV) or DEFAULT_INDIRECT_SELECTION,
+        **(extra or {}),
     }
     with _ENV_LOCK:
         previous = {name: os.environ.get(name) for name in wanted}
@@ -144,13 +148,18 @@ def build_in_lake(
     lake: str,
     args: Sequence[str] = DEFAULT_BUILD_ARGS,
     reads_everything: bool = False,
+    manifest: Mapping[str, Any] | None = None,
 ) -> Iterator[Any]:
     """Run dbt for the selected tables of `lake`, record them, and yield dbt's events with the lake metadata.
 
-    In a fork the dbt plugin defers only what the selection reads (`integration/dbt/reads.py`), unless
-    `reads_everything` (a project whose SQL reads relations dbt's graph does not declare)."""
+    In a fork the dbt plugin defers only what the selection reads (`integration/dbt/reads.py`) in
+    `manifest` (default: the one the op was loaded with; give a fresher one after an edit,
+    `project.manifest_for_run`), unless `reads_everything` (a project whose SQL reads relations
+    dbt's graph does not declare)."""
     targets = selected_tables(context, lake)
-    reads = None if reads_everything else dbt_reads(get_manifest_and_translator_from_dbt_assets([context.assets_def])[0], targets)
+    if manifest is None and not reads_everything:
+        manifest = get_manifest_and_translator_from_dbt_assets([context.assets_def])[0]
+    reads = None if reads_everything else dbt_reads(manifest, targets)
     with dbt_subprocess_env(ducklake, targets, reads):
         invocation = dbt.cli(list(args), context=context, raise_on_error=False)
     yield from recorded_after_dbt(
