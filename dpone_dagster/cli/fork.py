@@ -65,9 +65,11 @@ def create(
     ),
 ) -> None:
     """Create a fork; every lake is isolated unless named with --shared."""
-    created = _service().create_fork(
-        workspace_id, parent, owner=owner or _current_user(), shared_lakes=shared, shared_with=shared_with,
-        ttl=_duration(ttl), pin=pin,
+    from dpone_dagster import api
+
+    created = api.create_fork(
+        workspace_id, parent=parent, owner=owner or _current_user(), shared_lakes=shared, shared_with=shared_with,
+        ttl=ttl, pin=pin,
     )
     typer.echo(f"created {created.id} (parent {created.parent_id}, owner {created.owner})")
 
@@ -83,7 +85,9 @@ def drop(
 ) -> None:
     """Delete a fork and its namespaces; re-run to retry a cleanup that could not finish. Refused
     (workspace.in_use) while the fork's own `dpone dev` runs, unless --stop stops it cleanly first."""
-    result = _service().drop(workspace_id, actor=actor or _current_user(), stop_servers=stop)
+    from dpone_dagster import api
+
+    result = api.drop_fork(workspace_id, actor=actor or _current_user(), stop_servers=stop)
     if result.workspace_deleted:
         typer.echo(f"deleted workspace {result.workspace_id}")
     for orphan in result.orphaned:
@@ -129,7 +133,9 @@ def sweep() -> None:
 @reported
 def list_(as_json: bool = typer.Option(False, "--json")) -> None:
     """List workspaces, including deleted ones whose cleanup is pending."""
-    rows = _service().list()
+    from dpone_dagster import api
+
+    rows = api.list_workspaces()
     if as_json:
         typer.echo(json.dumps([r.__dict__ for r in rows], indent=2, default=list))
         return
@@ -153,10 +159,10 @@ def status(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Per lake: mode, namespace, data path, and every tracked table's fork_state and owner."""
+    from dpone_dagster import api
     from dpone_dagster.lake.state.staleness import workspace_staleness
-    from dpone_dagster.workspaces.status import workspace_status
 
-    result = workspace_status(workspace_id)
+    result = api.fork_status(workspace_id)
     staleness = {s.lake: s for s in workspace_staleness(workspace_id)}  # pins and staleness (lake/state/staleness.py)
     _touch(workspace_id)  # a status read counts as use for the TTL janitor
     if as_json:

@@ -25,9 +25,9 @@ def diff(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Diff a fork's own tables against what its parent has (run in the fork's process)."""
-    from dpone_dagster.lake.lifecycle.diff import fork_diff
+    from dpone_dagster import api
 
-    result = fork_diff(workspace_id, tables or (), lake=lake, key=key or None, since_pin=since_pin)
+    result = api.diff_fork(workspace_id, tables or (), lake=lake, key=key or None, since_pin=since_pin)
     if as_json:
         typer.echo(json.dumps(result.as_dict(), indent=2, sort_keys=True))
         return
@@ -43,9 +43,9 @@ def promote(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Publish fork tables into the parent in one transaction (run in the parent's process)."""
-    from dpone_dagster.lake.lifecycle.promote import promote as promote_tables
+    from dpone_dagster import api
 
-    result = promote_tables(workspace_id, tables, diff_id, lake=lake)
+    result = api.promote_fork(workspace_id, tables, diff_id, lake=lake)
     if as_json:
         typer.echo(json.dumps(result.as_dict(), indent=2, sort_keys=True))
         return
