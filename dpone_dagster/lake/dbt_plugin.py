@@ -12,8 +12,10 @@ model SQL; the plugin then
    dbt-duckdb run all model, hook, test, seed and run-operation SQL through
    `handle.cursor().execute(...)`, and every such cursor is a `DuckDBCursorWrapper` built by dbt-duckdb's
    local environment; `initialize` makes that class wrap its cursor in a `GuardedConnection`.
-   This reaches into dbt-duckdb internals, so it is checked against the one reviewed version
-   (`GUARDED_DBT_DUCKDB`) and the plugin refuses to start on any other (`lake.dbt_guard_unavailable`).
+   This reaches into dbt-duckdb internals, so it is checked against the reviewed releases
+   (`GUARDED_DBT_DUCKDB`, exactly pyproject's declared dbt-duckdb range) and the plugin refuses to
+   start on any other (`lake.dbt_duckdb_unsupported`) or when the cursor path moved
+   (`lake.dbt_guard_unavailable`).
    dbt-duckdb's `external` materialization and hooks write files with `COPY … TO` through that same
    cursor, so their locations obey the guard's file rules: only the lake's own data path or the
    temp folder (`lake.file_write_outside_namespace`). dbt *python* models are user Python and
@@ -51,14 +53,22 @@ from dpone_dagster.lake.resolution.reads import reads_from_env
 from dpone_dagster.lake.resolution.seam import resolve
 
 TARGETS_ENV = "DPONE_DBT_TARGETS"
-GUARDED_DBT_DUCKDB = "1.11.1"
-"""The dbt-duckdb version whose cursor path was reviewed (every SQL through DuckDBCursorWrapper)."""
+GUARDED_DBT_DUCKDB = ("1.11.0", "1.11.1")
+"""The dbt-duckdb releases whose cursor path was reviewed (every SQL through DuckDBCursorWrapper;
+1.11.0 and 1.11.1 differ there only in how a registered-frame check drains its result).
+pyproject.toml declares exactly this range (`>=1.11.0,<1.11.2`); a release is added here only after
+its cursor path is re-read, and the adoption tests run the lowest and highest
+(tests/adoption/test_version_ranges.py). 1.10.x is left out: its cursor wrapper has no `rollback`."""
 
 _ACTIVE_GUARD: SqlGuard | None = None
 
 
 class DbtGuardUnavailableError(LakeError):
     code = "lake.dbt_guard_unavailable"
+
+
+class DbtDuckdbUnsupportedError(DbtGuardUnavailableError):
+    code = "lake.dbt_duckdb_unsupported"
 
 
 class ProfileMismatchError(LakeError):
@@ -94,10 +104,10 @@ def install_cursor_guard() -> None:
     from dbt.adapters.duckdb.__version__ import version
     from dbt.adapters.duckdb.environments import local
 
-    if version != GUARDED_DBT_DUCKDB:
-        raise DbtGuardUnavailableError(
-            f"dbt-duckdb {version} is installed, but the SQL guard was reviewed for "
-            f"{GUARDED_DBT_DUCKDB} only; re-review its cursor path before using another version"
+    if version not in GUARDED_DBT_DUCKDB:
+        raise DbtDuckdbUnsupportedError(
+            f"dbt-duckdb {version} is installed, but the SQL guard supports dbt-duckdb "
+            f"{', '.join(GUARDED_DBT_DUCKDB)} only; install one of those (pip install 'dbt-duckdb>=1.11.0,<1.11.2')"
         )
     wrapper = getattr(local, "DuckDBCursorWrapper", None)
     if getattr(wrapper, "_dpone_guarded", False):

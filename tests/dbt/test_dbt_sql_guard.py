@@ -107,8 +107,8 @@ def test_another_dbt_duckdb_version_refuses_to_start(restored_cursor_wrapper, mo
     monkeypatch.setattr(version_module, "version", "1.12.0")
     with pytest.raises(dbt_plugin.DbtGuardUnavailableError) as caught:
         dbt_plugin.install_cursor_guard()
-    assert caught.value.code == "lake.dbt_guard_unavailable"
-    monkeypatch.setattr(version_module, "version", dbt_plugin.GUARDED_DBT_DUCKDB)
+    assert caught.value.code == "lake.dbt_duckdb_unsupported"
+    monkeypatch.setattr(version_module, "version", dbt_plugin.GUARDED_DBT_DUCKDB[-1])
     monkeypatch.delattr(restored_cursor_wrapper, "DuckDBConnectionWrapper")
     with pytest.raises(dbt_plugin.DbtGuardUnavailableError):
         dbt_plugin.install_cursor_guard()
