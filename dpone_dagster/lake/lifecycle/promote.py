@@ -334,7 +334,10 @@ def _transaction(conn, parent_alias, fork_alias, plans, targets, commit_info, po
         )
         conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        try:
+            conn.execute("ROLLBACK")
+        except duckdb.Error:
+            pass  # a failed COMMIT has rolled back already; the original error is the one to raise
         raise
     return out
 
