@@ -78,9 +78,12 @@ class LakeSetup:
         conn = duck.connect(extension_directory=self.extension_directory)
         try:
             resolve(workspace, "main", config=self.config(), reads=()).apply(conn)
-            views = sorted(r[0] for r in conn.execute(
-                "SELECT schema_name || '.' || view_name FROM duckdb_views() WHERE database_name = 'lake_main'"
-            ).fetchall())
+            views = sorted(
+                r[0]
+                for r in conn.execute(
+                    "SELECT schema_name || '.' || view_name FROM duckdb_views() WHERE database_name = 'lake_main'"
+                ).fetchall()
+            )
             return views, (conn.execute(sql).fetchall() if sql else [])
         finally:
             conn.close()
