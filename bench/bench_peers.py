@@ -7,8 +7,8 @@ prod built once through Dagster, its manifest kept as the defer state, then a fo
 - 200 models: `bench/generator.py`'s project, its probe model (an intermediate joining 5 staging
   models).
 
-The model's SQL is edited (a new trailing comment) before EVERY command, as a developer does, so
-every path pays for noticing the edit. The paths, each a fresh process (what a developer types):
+The model's SQL is edited before EVERY command, as a developer does (one expression gains
+`+ n - n`: same rows, a new query), so every path pays for noticing the edit. The paths, each a fresh process (what a developer types):
 
 - baseline: plain `dbt build --select <model> --defer --state <prod manifest>` (dbt-duckdb attaches
   prod's DuckLake READ_ONLY and a dev DuckLake; no dpone at all, `bench/plain_duckdb_plugin.py`);
@@ -18,7 +18,8 @@ every path pays for noticing the edit. The paths, each a fresh process (what a d
   --select <model>`; goal <= 2x;
 - graphql: GraphQL `launchRun` of the model against the fork's warm webserver and code server
   (what the UI does), until the run finished; goal <= 1.3x;
-- SQLMesh `plan dev`: not measured (see `SQLMESH_NOTE`).
+- SQLMesh `plan dev --auto-apply` over its own copy of the project (SQLMesh's dbt loader, a plain
+  DuckDB file) when `DPONE_BENCH_SQLMESH` names a sqlmesh executable; a row without a goal.
 
 Each figure is the median of `ROUNDS` runs after one uncounted warm-up round (every path's first
 parse and first launch), interleaved (a, b, c, d, a, b, ...) so a busy machine slows all alike; rows are ratios to the baseline of the same project and rounds, with the
@@ -37,7 +38,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -52,9 +53,14 @@ LABELS = {
     "graphql": "GraphQL launchRun, warm webserver (fork)",
 }
 SQLMESH_NOTE = (
-    "SQLMesh plan dev: not measured. `pip install sqlmesh` resolves offline here (0.236.4), but it "
-    "would change shared packages of the project venv (sqlglot, pandas, numpy), and a fair row needs "
-    "its own venv with dbt-duckdb and a SQLMesh project over the same prod; left for a follow-up"
+    "SQLMesh's own storage (a DuckDB file through its dbt loader, prod planned first), not the DuckLake; "
+    "a changed expression is a breaking change to SQLMesh, so its dev plan also rebuilds the model's "
+    "downstream"
+)
+SQLMESH_MISSING = (
+    "not measured: set DPONE_BENCH_SQLMESH to a sqlmesh executable. `pip install sqlmesh` works offline "
+    "here, in a venv of its own beside dbt-core 1.11.16 and dbt-duckdb 1.11.1 (sqlmesh[dbt] pulls a "
+    "dbt-core that downloads a binary at install time); it is not a project dependency"
 )
 
 _PROFILE = """
@@ -93,6 +99,7 @@ class Project:
     model: str
     schema: str
     reads: tuple[str, ...]  # the model's parents as schema.table: the read set Dagster hands over
+    anchor: str  # `<expression> as <column>` in the model's SQL that every edit rewrites
 
     @property
     def key(self) -> list[str]:
@@ -111,7 +118,10 @@ def _synthetic_project(work: Path) -> Project:
         REPO_ROOT / "dbt_project_synthetic", dbt_dir, ignore=shutil.ignore_patterns("target", "logs", ".dpone", "dbt_packages")
     )
     (root / "dpone.yaml").write_text("dbt_project_dir: dbt\n", encoding="utf-8")
-    return Project(10, root, dbt_dir, "dbt_project_synthetic", "daily_revenue", "marts", ("staging.stg_payments",))
+    return Project(
+        10, root, dbt_dir, "dbt_project_synthetic", "daily_revenue", "marts", ("staging.stg_payments",),
+        "sum(amount) as net_amount",
+    )
 
 
 def _generated_project(work: Path, models: int) -> Project:
@@ -122,7 +132,7 @@ def _generated_project(work: Path, models: int) -> Project:
     nodes = {n["name"]: n for n in summary["nodes"]}
     probe = nodes[summary["probe"]]
     reads = tuple(nodes[p]["table"] for p in probe["parents"])
-    return Project(models, root, root / DBT_DIR, PROJECT_NAME, probe["name"], probe["schema"], reads)
+    return Project(models, root, root / DBT_DIR, PROJECT_NAME, probe["name"], probe["schema"], reads, " as amount,")
 
 
 def _env(project: Project, work: Path, workspace: str = "prod") -> dict[str, str]:
@@ -233,23 +243,73 @@ def _wait_for_run(server, run_id: str, timeout: float) -> str:
         time.sleep(0.1)
 
 
-def _edit(project: Project, counter: int) -> None:
-    """The developer's edit: the model's SQL gains a new trailing comment (a new file checksum)."""
-    path = project.model_file
-    text = path.read_text(encoding="utf-8").split("\n-- bench edit ")[0]
-    path.write_text(f"{text}\n-- bench edit {counter}\n", encoding="utf-8")
+@dataclass
+class Editor:
+    """The developer's edit: one expression of the model gains `+ n - n` (same rows and types, a
+    new query for every tool: SQLMesh ignores a comment-only change), in every copy of the model."""
+
+    anchor: str
+    files: list[Path]
+    count: int = 0
+    originals: dict[Path, str] = field(default_factory=dict)
+
+    def __call__(self) -> None:
+        self.count += 1
+        expression, _, column = self.anchor.rpartition(" as ")
+        for path in self.files:
+            original = self.originals.setdefault(path, path.read_text(encoding="utf-8"))
+            edited = original.replace(self.anchor, f"{expression} + {self.count} - {self.count} as {column}", 1)
+            if edited == original:
+                raise RuntimeError(f"{path.name} has no {self.anchor!r} to edit")
+            path.write_text(edited, encoding="utf-8")
+
+
+_SQLMESH_PROFILE = """
+{profile}:
+  target: dev
+  outputs:
+    dev:
+      type: duckdb
+      path: "{warehouse}"
+      schema: main
+      threads: 1
+"""
+
+
+def _sqlmesh(project: Project, work: Path) -> tuple[Callable[[], float], Path] | None:
+    """`sqlmesh plan dev` over its own copy of the dbt project (SQLMesh's dbt loader, a plain DuckDB
+    file), prod planned once first; None when `DPONE_BENCH_SQLMESH` names no sqlmesh executable."""
+    executable = os.environ.get("DPONE_BENCH_SQLMESH", "")
+    if not executable or not Path(executable).is_file():
+        return None
+    copy = work / "sqlmesh" / "project"
+    shutil.copytree(project.dbt_dir, copy, ignore=shutil.ignore_patterns("target", "logs", ".dpone", "flows"))
+    (copy / "profiles.yml").write_text(_SQLMESH_PROFILE.format(profile=project.profile, warehouse=work / "sqlmesh" / "warehouse.duckdb"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DPONE_", "DAGSTER_", "VIRTUAL_ENV"))}
+    _run([executable, "init", "-t", "dbt"], env, cwd=copy)
+    _run([executable, "plan", "--auto-apply", "--no-prompts"], env, cwd=copy)  # prod: built once, not timed
+
+    def plan_dev() -> float:
+        return _run([executable, "plan", "dev", "--auto-apply", "--no-prompts"], env, cwd=copy)
+
+    return plan_dev, next(copy.glob(f"models/**/{project.model}.sql"))
 
 
 def measure(project: Project, work: Path, with_ui: bool = True) -> dict[str, list[float]]:
     state = _prepare(project, work)
     commands = _commands(project, work, state)
+    edit = Editor(project.anchor, [project.model_file])
+    sqlmesh = _sqlmesh(project, work)
+    if sqlmesh is not None:
+        commands["sqlmesh"], model_copy = sqlmesh
+        edit.files.append(model_copy)
     server_cm = None
     if with_ui:
         from bench.screenshots import RELEASE_LOCATION, running_webserver, session_workspace
 
         env = _env(project, work, FORK)
         home = Path(json.loads(subprocess.run(
-            [str(BIN / "dpone"), "dev", "--dry-run", "--json"], env=env, capture_output=True, text=True, check=True
+            [str(BIN / "dpone"), "dev", "-m", "dpone_dagster.definitions", "--dry-run", "--json"], env=env, capture_output=True, text=True, check=True
         ).stdout)["dagster_home"])
         server_cm = running_webserver(session_workspace(home / "workspace.yaml"), dagster_home=home, env=env, inherit_env=False)
         server = server_cm.__enter__()
@@ -264,12 +324,10 @@ def measure(project: Project, work: Path, with_ui: bool = True) -> dict[str, lis
 
         commands["graphql"] = graphql
     times: dict[str, list[float]] = {name: [] for name in commands}
-    edits = 0
     try:
         for round_ in range(ROUNDS + 1):  # round 0 warms up (first parse, first launch) and is not counted
             for name, command in commands.items():
-                edits += 1
-                _edit(project, edits)
+                edit()
                 seconds = command()
                 if round_:
                     times[name].append(seconds)
@@ -296,7 +354,13 @@ def rows_from(project: Project, times: dict[str, list[float]]) -> list[dict[str,
         )
         row["met"] = measured / base <= goal
         out.append(row)
-    out.append({"name": f"peers, {project.models} models: SQLMesh plan dev vs dbt build --defer", "note": SQLMESH_NOTE})
+    name = f"peers, {project.models} models, edited {project.model}: SQLMesh plan dev vs dbt build --defer"
+    if "sqlmesh" in times:
+        measured = statistics.median(times["sqlmesh"])
+        row = ratio_row(name, base, measured, "reported", f"median of {len(times['sqlmesh'])}; {SQLMESH_NOTE}")
+        out.append(row)
+    else:
+        out.append({"name": name, "note": SQLMESH_MISSING})
     return out
 
 
