@@ -36,6 +36,7 @@ from dpone_dagster.lake.resolution.attach import (
     storage_secret_statement,
 )
 from dpone_dagster.lake.resolution.naming import lake_alias
+from dpone_dagster.lake.resolution.parent_views import defer_parent_views
 from dpone_dagster.lake.resolution.plan import (
     DEFAULT_SCHEMA,
     LIVE_VIEWS_SQL,
@@ -230,6 +231,10 @@ class ResolvedLake:
             if self.on_missing is not None:
                 self.on_missing(missing)
             self._create_views(conn, kept, credentials)
+        if self.defer.parent_views is not None:  # untracked ancestor views (lake/resolution/parent_views.py)
+            owners = [(a.workspace_id, a.alias) for a in self.ancestors if a.alias in reachable]
+            create = lambda found: self._create_views(conn, found, credentials)  # noqa: E731
+            warnings += defer_parent_views(conn, self.defer.parent_views, owners, live, create)
         return warnings
 
     def _create_views(self, conn, views: Sequence[View], credentials: CredentialResolver | None) -> None:
@@ -301,7 +306,7 @@ class ResolvedLake:
         return True
 
     def _session_live(self, conn) -> LiveViews:
-        if not self.fork_mode or not (self.defer.wanted or self.defer.retargets):
+        if not self.fork_mode or not (self.defer.wanted or self.defer.retargets or self.defer.parent_views):
             return {}
         if self.live is not None:
             return self.live

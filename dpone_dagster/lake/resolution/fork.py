@@ -63,7 +63,7 @@ from dpone_dagster.lake.resolution.naming import (
     lake_alias,
 )
 from dpone_dagster.lake.resolution.partitions import PartitionView, partition_views
-from dpone_dagster.lake.resolution.plan import DeferPlan, DeferView, LiveViews, TableName
+from dpone_dagster.lake.resolution.plan import DeferPlan, DeferView, LiveViews, ParentViews, TableName
 from dpone_dagster.lake.resolution.reads import ReadSet, keep_read, tracked_for
 from dpone_dagster.lake.state.registry import CACHE, ForkDroppingError, NamespaceRecord, RegistrationCache, register
 from dpone_dagster.lake.state.tracking import (
@@ -318,7 +318,9 @@ def resolve_workspace_lake(
     views, skipped, missing = _defer_views(view, serving, attachable, aliases)
     views = keep_read(views, reads)  # defer only what the job reads (lake/resolution/reads.py)
     views += _partition_views(view, serving, attachable, aliases, lake_alias(lake))
-    defer = DeferPlan(tuple(v for v in views if v.name not in target_names), tuple(sorted(target_names)))
+    tracked = {name for ws in view.chain_ids for name in view.tracking.of(ws)}
+    parent_views = ParentViews(frozenset(tracked | target_names), reads)  # untracked ones: parent_views.py
+    defer = DeferPlan(tuple(v for v in views if v.name not in target_names), tuple(sorted(target_names)), parent_views)
     warnings += [
         f"ancestor {ws!r} owns tables of lake {lake!r} but its namespace is not reachable or was "
         "never created; those tables read as absent in this run"

@@ -116,12 +116,28 @@ def canonical_sql(sql: str) -> tuple[tuple[str, str], ...]:
 
 
 @dataclass(frozen=True)
+class ParentViews:
+    """Which *untracked* views of the ancestors a fork defers too (a dbt view model built from a
+    terminal is recorded nowhere): every one not named in `skip` (tracked anywhere in the chain, or
+    a target of this job) and, with a read set, only those in `only`. They are found in the session
+    once the ancestors are attached (`lake/resolution/parent_views.py`), never at resolution."""
+
+    skip: frozenset[TableName] = frozenset()
+    only: frozenset[TableName] | None = None
+
+    def wants(self, name: TableName) -> bool:
+        return name not in self.skip and (self.only is None or name in self.only)
+
+
+@dataclass(frozen=True)
 class DeferPlan:
     """What a fork needs before looking at its catalog: every defer view, and the job's targets
-    (with their `_current` companions), which must end up as tables, not views."""
+    (with their `_current` companions), which must end up as tables, not views; `parent_views`
+    (None at a root) says which untracked ancestor views are deferred once the session sees them."""
 
     wanted: tuple[DeferView, ...] = ()
     retargets: tuple[TableName, ...] = ()
+    parent_views: ParentViews | None = None
 
     def transition(self, live: LiveViews) -> tuple[TableName, ...]:
         return tuple(sorted(name for name in self.retargets if name in live))
@@ -144,5 +160,3 @@ def parse_targets(targets: Sequence[str]) -> tuple[TableName, ...]:
     if isinstance(targets, str):
         raise InvalidTargetError("targets is a sequence of table names, not one string")
     return tuple(sorted({TableName.parse(t) for t in targets}))
-
-
