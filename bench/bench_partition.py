@@ -33,20 +33,15 @@ DAY = "2024-01-10"
 def _lake(state_dir: Path) -> Iterator[None]:
     """The demo project's prod lake in `state_dir`, for code that reads the environment (and dbt)."""
     from dpone_dagster.control.store import reset_store_cache
+    from dpone_dagster.integration.dbt.run import environment
 
     values = {"DPONE_PROJECT_ROOT": str(REPO_ROOT), "DPONE_STATE_DIR": str(state_dir), "DPONE_WORKSPACE": "prod"}
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    reset_store_cache()
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+    with environment(values):
         reset_store_cache()
+        try:
+            yield
+        finally:
+            reset_store_cache()
 
 
 def _materialize(state_dir: Path, assets, selection, resources: Mapping, **options) -> None:

@@ -80,21 +80,27 @@ def dbt_subprocess_env(
         INDIRECT_SELECTION_ENV: os.environ.get(INDIRECT_SELECTION_ENV) or DEFAULT_INDIRECT_SELECTION,
         **(extra or {}),
     }
-    with _ENV_LOCK:
-        previous = {name: os.environ.get(name) for name in wanted}
-        for name, value in wanted.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        try:
-            yield
-        finally:
-            for name, value in previous.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
+    with _ENV_LOCK, environment(wanted):
+        yield
+
+
+@contextmanager
+def environment(values: Mapping[str, str | None]) -> Iterator[None]:
+    """`os.environ` with `values` set (a None value: unset) inside the block, restored after it."""
+    previous = {name: os.environ.get(name) for name in values}
+    _set_environ(values)
+    try:
+        yield
+    finally:
+        _set_environ(previous)
+
+
+def _set_environ(values: Mapping[str, str | None]) -> None:
+    for name, value in values.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 def failed_tables(invocation: DbtCliInvocation, manifest: Mapping[str, Any]) -> list[str]:
