@@ -13,8 +13,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from dpone_dagster.lake.lifecycle.diff import fork_diff
 from dpone_dagster.lake.lifecycle import maintenance
+from dpone_dagster.lake.lifecycle.diff import fork_diff
 from dpone_dagster.lake.lifecycle.maintenance import maintain
 from dpone_dagster.lake.lifecycle.promote import PromotePorts, promote
 from dpone_dagster.lake.lifecycle.promote_files import pending_promotions
