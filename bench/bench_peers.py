@@ -308,9 +308,12 @@ def measure(project: Project, work: Path, with_ui: bool = True) -> dict[str, lis
         from bench.screenshots import RELEASE_LOCATION, running_webserver, session_workspace
 
         env = _env(project, work, FORK)
-        home = Path(json.loads(subprocess.run(
-            [str(BIN / "dpone"), "dev", "-m", "dpone_dagster.definitions", "--dry-run", "--json"], env=env, capture_output=True, text=True, check=True
-        ).stdout)["dagster_home"])
+        shown = subprocess.run(
+            [str(BIN / "dpone"), "dev", "-m", "dpone_dagster.definitions", "--dry-run", "--json"],
+            env=env, capture_output=True, text=True, check=True,
+        ).stdout
+        # dbt may log a line before the JSON (a project without partitioned models warns on the selector)
+        home = Path(json.loads(shown[shown.index("\n{") + 1 if not shown.startswith("{") else 0:])["dagster_home"])
         server_cm = running_webserver(session_workspace(home / "workspace.yaml"), dagster_home=home, env=env, inherit_env=False)
         server = server_cm.__enter__()
 
