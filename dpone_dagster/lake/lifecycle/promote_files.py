@@ -20,7 +20,8 @@ table, a table whose columns changed after its files were written, delete files 
 
 Crashes: every file is journaled `pending` before it is touched; the parent's commit carries
 `dpone-promotion:<id>` as its DuckLake commit info. `recover_promotions` (run by every promotion
-and by `maintain` before its orphan sweep) looks at rows pending longer than `RECOVERY_GRACE`: a
+and by `maintain` before its orphan sweep; a parent that is itself a fork has no maintenance and no
+orphan sweep, so its next promotion recovers) looks at rows pending longer than `RECOVERY_GRACE`: a
 committed promotion is settled (link restored, row `adopted`); an uncommitted one is put back
 (local: the link removed, the file renamed back; S3: the copy is left as an orphan, which the
 parent's orphan sweep deletes). The only deletion is a failed promotion's own S3 copies, taken
