@@ -6,7 +6,7 @@
 
 With the configured workspace a fork (`DPONE_WORKSPACE`), the launcher computes the fork's policy
 (`policy.py`), creates its folders and its Dagster home, restricts itself with Landlock and then
-`exec`s the command with `TMPDIR`, `DBT_TARGET_PATH`, `DBT_LOG_PATH`, `DAGSTER_HOME` and the
+hands over to the command (`handover.py`: exec, or this interpreter for its own Python entry points) with `TMPDIR`, `DBT_TARGET_PATH`, `DBT_LOG_PATH`, `DAGSTER_HOME` and the
 marker `DPONE_CONFINED_WORKSPACE` set: the command and everything it starts (webserver, daemon,
 code servers, run and step workers, dbt and its python models) write only the fork's own trees.
 For `prod` it execs the command unchanged. `confine_this_process()` is the same for a process
@@ -26,9 +26,9 @@ import os
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 from dpone_dagster.config import DponeConfig, load_config
+from dpone_dagster.confinement.handover import CommandNotFoundError, hand_over, thread_count
 from dpone_dagster.confinement.landlock import ConfinementUnavailableError, restrict_self
 from dpone_dagster.confinement.status import ConfinementRequiredError, create_probe, is_confined, warn_once
 from dpone_dagster.contracts.workspace_ids import ROOT_WORKSPACE
@@ -62,13 +62,6 @@ def confine(config: DponeConfig, environ: Mapping[str, str]) -> dict[str, str] |
     return dict(policy.env)
 
 
-def _thread_count() -> int:
-    try:
-        return len(os.listdir("/proc/self/task"))
-    except OSError:
-        return 0  # unknown: treated as more than one (re-exec)
-
-
 def confine_this_process(config: DponeConfig | None = None) -> bool:
     """Confine this very process for the configured fork (no-op for prod or when already confined).
 
@@ -85,21 +78,18 @@ def confine_this_process(config: DponeConfig | None = None) -> bool:
         extra.pop("DAGSTER_HOME")  # the same home by default; left unset, `dpone dev --json` says so truly
     os.environ.update(extra)
     tempfile.tempdir = None  # forget the temp folder computed before TMPDIR was set
-    if _thread_count() != 1:
+    if thread_count() != 1:
         sys.stdout.flush()
         sys.stderr.flush()
         os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
     return True
 
 
-def exec_confined(command: Sequence[str], environ: Mapping[str, str] | None = None) -> None:
-    """Confine for the configured workspace, then replace this process with `command`."""
+def confined_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Confine this process for the configured workspace; the environment to hand to the command."""
     env = dict(os.environ if environ is None else environ)
-    config = load_config(env)
-    env.update(confine(config, env) or {})
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.execvpe(command[0], list(command), env)
+    env.update(confine(load_config(env), env) or {})
+    return env
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -110,14 +100,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(USAGE, file=sys.stderr)
         return 2
     try:
-        exec_confined(args)
+        env = confined_environment()
     except DponeError as exc:
         print(f"error [{exc.code}]: {exc.message}", file=sys.stderr)
         return 2
-    except FileNotFoundError:
-        print(f"error [confinement.command_not_found]: {Path(args[0]).name!r} was not found", file=sys.stderr)
+    try:
+        hand_over(args, env)  # execs, or runs the command in this interpreter (its exit is its own)
+    except CommandNotFoundError as exc:
+        print(f"error [{exc.code}]: {exc.message}", file=sys.stderr)
         return 127
-    return 0  # not reached: exec replaced the process
+    return 0
 
 
 if __name__ == "__main__":

@@ -23,12 +23,16 @@ from pathlib import Path
 
 import pytest
 
+from dpone_dagster.config import load_config
 from dpone_dagster.confinement.landlock import abi_version
+from dpone_dagster.confinement.policy import private_temp_dir
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FORK = "wm-fork-confined"
 CONFINED = os.environ.get("DPONE_TEST_CONFINEMENT", "on") != "off"
 BIN = Path(sys.executable).parent
+TEMP_DIRS: list[Path] = []
+"""The private temp folders (`/tmp/dpone-<uid>-<hash>`) of the forks built here; removed at session end."""
 
 needs_landlock = pytest.mark.skipif(
     abi_version() < 1, reason="landlock_create_ruleset reports no Landlock ABI on this kernel: nothing to prove here"
@@ -84,6 +88,7 @@ def build_forked_state(state_dir: Path, tables: Sequence[str] = ("orders",)) -> 
     )
     assert done.returncode == 0, done.stderr[-3000:]
     lakes = state_dir / "lakes"
+    TEMP_DIRS.append(private_temp_dir(load_config(base_env(state_dir, FORK))))
     return ForkedState(state_dir, lakes / "main.ducklake", lakes / "storage" / "main")
 
 
