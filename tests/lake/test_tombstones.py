@@ -19,6 +19,7 @@ FORK = "wm-fork-t"
 def _cli(monkeypatch, env, now):
     service = Workspaces(env.config, clock=lambda: now[0])
     monkeypatch.setattr("dpone_dagster.cli.fork._service", lambda: service)
+    monkeypatch.setattr("dpone_dagster.api._workspaces", lambda config=None: service)  # drop/list go through the API
     runner = CliRunner()
     return service, lambda *args: runner.invoke(app, ["fork", *args])
 
