@@ -8,8 +8,10 @@ result is seconds *per call* (the batch time divided by `iterations`), not per b
 
 from __future__ import annotations
 
+import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from pathlib import Path
 
 
 def best_seconds(action: Callable[[], object], repeats: int = 5, iterations: int = 1) -> float:
@@ -35,3 +37,13 @@ def ratio_row(name: str, baseline_s: float, measured_s: float, goal: str, note: 
         "goal": goal,
         "note": note,
     }
+
+
+def timed_command(args: list[str], env: Mapping[str, str], cwd: Path) -> float:
+    """Wall-clock seconds of one command (a fresh process); raises with its output's tail when it fails."""
+    start = time.perf_counter()
+    done = subprocess.run(args, env=dict(env), cwd=cwd, capture_output=True, text=True, check=False)
+    elapsed = time.perf_counter() - start
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(args[:5])} failed: {(done.stdout + done.stderr)[-1500:]}")
+    return elapsed
