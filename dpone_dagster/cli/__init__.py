@@ -33,15 +33,22 @@ def main() -> None:
     import sys
 
     if sys.argv[1:2] and sys.argv[1] not in UNCONFINED_COMMANDS:
-        _confine_for_fork()
+        _confine_for_fork(sys.argv[1])
     app()
 
 
-def _confine_for_fork() -> None:
+def _confine_for_fork(command: str) -> None:
     from dpone_dagster.confinement.launcher import confine_this_process
     from dpone_dagster.errors import DponeError
 
     try:
+        if command == "demo":  # it parses a stale manifest into the project's target/, read-only once confined
+            from dpone_dagster.config import load_config
+            from dpone_dagster.contracts.workspace_ids import ROOT_WORKSPACE
+            from dpone_dagster.integration.dbt.project import prepare_manifest
+
+            if load_config().workspace != ROOT_WORKSPACE:
+                prepare_manifest()
         confine_this_process()
     except DponeError as exc:
         typer.echo(f"error [{exc.code}]: {exc.message}", err=True)

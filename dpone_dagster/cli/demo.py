@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from dpone_dagster.config import DEFAULT_LAKE, load_config
+from dpone_dagster.contracts.workspace_ids import ROOT_WORKSPACE
 from dpone_dagster.errors import DponeError
 
 if TYPE_CHECKING:
@@ -200,6 +201,9 @@ def demo() -> None:
         for t in tables:
             suffix = "" if t.kind == "table" else f"  ({t.kind})"
             typer.echo(f"  {t.schema + '.' + t.table:<{width}}  {t.rows:>8} rows{suffix}")
+        if load_config().workspace != ROOT_WORKSPACE:  # a fork's confined process may not write the release platform
+            typer.echo("release: not delivered from a fork (run `make demo` in prod; docs/forks.md, kernel confinement)")
+            return
         for line in run_release(instance, location).lines():
             typer.echo(line)
 

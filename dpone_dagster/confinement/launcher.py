@@ -74,9 +74,7 @@ def confine_this_process(config: DponeConfig | None = None) -> bool:
     extra = confine(config, os.environ)
     if extra is None:
         return False
-    if "DAGSTER_HOME" not in os.environ:
-        extra.pop("DAGSTER_HOME")  # the same home by default; left unset, `dpone dev --json` says so truly
-    os.environ.update(extra)
+    os.environ.update(extra)  # DAGSTER_HOME too: unset, Dagster writes `~/.dagster/logs` (read-only here)
     tempfile.tempdir = None  # forget the temp folder computed before TMPDIR was set
     if thread_count() != 1:
         sys.stdout.flush()
