@@ -45,6 +45,7 @@ MEANINGS: Mapping[str, str] = {
     "config.synthetic_authority_misplaced": "The synthetic bootstrap signs only into the embedded default's local directory; the release settings point elsewhere.",
     "config.unknown_lake": "A lake name (in a command or an environment override) is not defined in dpone.yaml.",
     "confinement.failed": "Landlock is available, but the confinement ruleset could not be built or applied; nothing was restricted.",
+    "confinement.command_not_found": "The launcher was asked to run a command it cannot find on PATH or in the venv; nothing was started.",
     "confinement.unavailable": "The kernel offers no Landlock (macOS, Linux before 5.13, or a container blocking it); a fork's processes run unconfined.",
     "confinement.cannot_confine": "The configuration puts something a fork must write where a parent's files are, so the fork cannot be confined.",
     "confinement.fork_catalog_beside_parent": "The fork's catalog was made in its parent's folder, so the kernel cannot let the fork write it alone; recreate the fork.",
