@@ -151,12 +151,9 @@ def _env(project: Project, work: Path, workspace: str = "prod") -> dict[str, str
 
 
 def _run(args: list[str], env: dict[str, str], cwd: Path = REPO_ROOT) -> float:
-    start = time.perf_counter()
-    done = subprocess.run(args, env=env, cwd=cwd, capture_output=True, text=True, check=False)
-    elapsed = time.perf_counter() - start
-    if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(args[:4])} failed: {(done.stdout + done.stderr)[-1500:]}")
-    return elapsed
+    from bench.timing import timed_command
+
+    return timed_command(args, env, cwd)
 
 
 _BUILD_PROD = (
