@@ -313,9 +313,12 @@ def test_the_cli_offers_no_delivery_command_and_inspection_writes_nothing(site):
     commands = {command.name for group in dpone_app.registered_groups if group.name == "release" for command in group.typer_instance.registered_commands}
     # inspection, plus the operator operations, which read authority only from the configured
     # platform (no path, file or flag names authority); nothing publishes, installs or activates
-    assert commands == {"show", "verify", "recover", "repair-audit", "rollback", "gc"}
-    operations = [c for g in dpone_app.registered_groups if g.name == "release" for c in g.typer_instance.registered_commands if c.name not in {"show", "verify"}]
-    assert all(set(inspect.signature(c.callback).parameters) == {"dry_run", "as_json"} for c in operations)
+    assert commands == {"show", "verify", "recover", "repair-audit", "rollback", "gc", "break-lease"}
+    operations = {c.name: c for g in dpone_app.registered_groups if g.name == "release" for c in g.typer_instance.registered_commands if c.name not in {"show", "verify"}}
+    # break-lease names the lease it breaks (an id the registry lists) and may force an expired one;
+    # neither names authority. Every other operation takes nothing but --dry-run and --json.
+    expected = {name: {"dry_run", "as_json"} for name in operations} | {"break-lease": {"lease_id", "dry_run", "force", "as_json"}}
+    assert {name: set(inspect.signature(c.callback).parameters) for name, c in operations.items()} == expected
     deployment = site.pipeline.cache.root / "deployments" / release.bundle.release_id[7:]
     before = {p: p.read_bytes() for p in site.root.rglob("*") if p.is_file()}
     for args in (["release", "verify", str(deployment)], ["release", "show", "--json", str(deployment)]):

@@ -93,7 +93,9 @@ def test_compose_records_the_archive_sha256_in_the_release_state(monkeypatch: py
     from dpone_dagster.release import pipeline as pipeline_module
 
     bundle = SimpleNamespace(release_id="sha256:" + "ab" * 32, native_membership=(), ordinary_membership=("w",), source_bytes=7)
-    monkeypatch.setattr(pipeline_module, "compose_release", lambda **_: bundle)
+    checked = SimpleNamespace(release_id=bundle.release_id)
+    monkeypatch.setattr(pipeline_module, "check_composition", lambda **_: checked)
+    monkeypatch.setattr(pipeline_module, "compose_checked", lambda *_args, **_: bundle)
     recorded: list[tuple] = []
     states = SimpleNamespace(advance=lambda release_id, state, **detail: recorded.append((state.value, detail)))
     service = pipeline_module.ReleasePipeline(None, "", None, None, None, None, states=states)  # type: ignore[arg-type]

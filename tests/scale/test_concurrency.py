@@ -78,6 +78,7 @@ def _write_config(path: Path, env: LakeEnv, postgres_server, catalog_db: str) ->
     lake = env.lake
     config = {
         "control_store_url": postgres_server.url(catalog_db),
+        "dbt_project_dir": "dbt_project_synthetic",  # this repository's project (the root is REPO_ROOT)
         "lakes": [{
             "name": "main",
             "catalog": lake.catalog,
