@@ -96,6 +96,7 @@ MEANINGS: Mapping[str, str] = {
     "lake.data_path_drift": "The lake's data path setting changed after the fork was created; the fork refuses to attach (recreate it).",
     "lake.dbt_duckdb_unsupported": "The installed dbt-duckdb is outside the range the dbt SQL guard was reviewed for (pyproject's dbt-duckdb range); install a supported release.",
     "lake.dbt_guard_unavailable": "dbt-duckdb's cursor path is not where the reviewed releases have it (or a remote environment), so dbt's SQL cannot be guarded; dbt refuses to start.",
+    "lake.dbt_recording_failed": "A dbt run typed in a terminal built its tables but recording them in the control store failed at the dbt process's exit (printed as `dpone: [code] ...`, exit 2); run the same build again, or through Dagster, to record them.",
     "lake.dbt_profile_mismatch": "The dbt profile's database is not the alias the lake is attached as; set `database:` to that alias.",
     "lake.ducklake_assets_unknown": "No code location is known here, so its DuckLake assets cannot be listed; pass the asset keys.",
     "lake.dynamic_sql": "SQL passed as a string to a function (query(), postgres_execute(), ...) cannot be checked; the SQL guard refuses it.",

@@ -46,6 +46,7 @@ from dbt.adapters.duckdb.plugins import BasePlugin
 from dpone_dagster.config import DEFAULT_LAKE, load_config
 from dpone_dagster.errors import LakeError
 from dpone_dagster.lake import duck
+from dpone_dagster.lake.dbt_recording import record_at_exit
 from dpone_dagster.lake.guard.checker import SqlGuard
 from dpone_dagster.lake.guard.connection import GuardedConnection
 from dpone_dagster.lake.resolution.apply import ResolvedLake
@@ -140,6 +141,7 @@ class Plugin(BasePlugin):
         if getattr(self.creds, "remote", None) or getattr(self.creds, "is_motherduck", False):
             raise DbtGuardUnavailableError("only dbt-duckdb's local environment is guarded")
         install_cursor_guard()
+        record_at_exit(self.lake)  # a terminal run's built tables are tracked at exit (lake/dbt_recording.py)
 
     def configure_connection(self, conn) -> None:
         duck.configure(conn)

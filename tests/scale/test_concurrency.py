@@ -305,7 +305,7 @@ def test_eight_fork_runs_and_a_prod_run_at_once(tmp_path, postgres_server, s3_se
         instance.run_storage, instance.event_log_storage, instance.schedule_storage  # noqa: B018 (created here)
         deployment.start_servers()
         # prod's upstream, built through the dbt assets beforehand (tracked: what lets forks defer to
-        # it; a plain `dbt run` records nothing), then 8 forks of prod
+        # it), then 8 forks of prod
         for key in ("DPONE_CONFIG", "DPONE_PROJECT_ROOT", "DPONE_STATE_DIR"):
             monkeypatch.setenv(key, base_env[key])
         reset_store_cache()

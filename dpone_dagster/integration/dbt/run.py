@@ -36,6 +36,7 @@ from dpone_dagster.integration.dbt.reads import dbt_reads
 from dpone_dagster.integration.dbt.translator import table_of
 from dpone_dagster.integration.lake.resources import DuckLakeResource
 from dpone_dagster.lake.dbt_plugin import TARGETS_ENV, targets_to_env
+from dpone_dagster.lake.dbt_recording import DAGSTER_RECORDS, RECORDER_ENV
 from dpone_dagster.lake.resolution.plan import TableName
 from dpone_dagster.lake.resolution.reads import READS_ENV, reads_to_env
 
@@ -77,6 +78,7 @@ def dbt_subprocess_env(
         WORKSPACE_ENV: ducklake.workspace_id,
         PROJECT_ROOT_ENV: str(load_config().project_root),
         TARGETS_ENV: targets_to_env(targets),
+        RECORDER_ENV: DAGSTER_RECORDS,  # this op records what dbt built (with the Output metadata)
         INDIRECT_SELECTION_ENV: os.environ.get(INDIRECT_SELECTION_ENV) or DEFAULT_INDIRECT_SELECTION,
         **(extra or {}),
     }

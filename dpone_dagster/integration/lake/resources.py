@@ -30,11 +30,12 @@ from dpone_dagster.lake.guard.connection import GuardedConnection
 from dpone_dagster.lake.guard.statement import quote_ident
 from dpone_dagster.lake.resolution.apply import ResolvedLake
 from dpone_dagster.lake.resolution.naming import lake_alias
-from dpone_dagster.lake.resolution.pins import LIVE, PINNED, fork_session_snapshots, pins
+from dpone_dagster.lake.resolution.pins import LIVE, PINNED, pins
 from dpone_dagster.lake.resolution.plan import TableName
 from dpone_dagster.lake.resolution.seam import resolve
+from dpone_dagster.lake.state.built_tables import record_built_table
 from dpone_dagster.lake.state.table_states import LakeTableStates, lake_table_states
-from dpone_dagster.lake.state.tracking import fork_namespace, fork_state, record_materialization
+from dpone_dagster.lake.state.tracking import fork_namespace, fork_state
 
 
 class DuckLakeResource(ConfigurableResource):
@@ -104,40 +105,21 @@ class DuckLakeResource(ConfigurableResource):
         `partition_by` names the partition column of a partitioned table; `physical` is the table
         actually written when it is not `table` (a fork's `<table>__fork`, see `lake/resolution/partitions.py`)."""
         name = TableName.parse(table)
-        written = TableName.parse(physical) if physical else name
-        alias = lake_alias(lake)
-        columns: list[tuple[str, str]] = []
-        snapshot_id = None
-        if status == "materialized":
-            columns = [
-                (c, t)
-                for c, t in conn.execute(
-                    "SELECT column_name, data_type FROM information_schema.columns "
-                    "WHERE table_catalog = ? AND table_schema = ? AND table_name = ? "
-                    "ORDER BY ordinal_position",
-                    [alias, written.schema, written.table],
-                ).fetchall()
-            ]
-            snapshot_id = conn.execute(
-                f"SELECT max(snapshot_id) FROM {quote_ident(alias)}.snapshots()"
-            ).fetchone()[0]
         config = self._config()
         workspace = self.workspace_id
-        # provenance: the snapshot of each ancestor this session reads (lake/resolution/pins.py)
-        read = fork_session_snapshots(conn, workspace, lake, config) if status == "materialized" else None
-        record_materialization(
-            workspace,
-            lake,
-            name.schema,
-            name.table,
+        built = record_built_table(
+            conn,
+            workspace=workspace,
+            lake=lake,
+            alias=lake_alias(lake),
+            table=name,
             status=status,  # type: ignore[arg-type]
-            snapshot_id=snapshot_id,
-            columns=columns,
+            config=config,
             partition=partition,
             partition_by=partition_by,
-            config=config,
-            built_from=read,
+            physical=TableName.parse(physical) if physical else None,
         )
+        snapshot_id, read = built.snapshot_id, built.built_from
         state = fork_state(workspace, lake, name.schema, name.table, config)
         metadata: dict[str, object] = {
             "workspace": workspace,
