@@ -18,10 +18,12 @@ ancestor materialized) keep the latest event current. Nothing here reads or writ
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,10 +74,33 @@ def prepare_dev(
     observed: dict[str, int] = {}
     if config.workspace != ROOT_WORKSPACE:
         prepare_manifest()
-        keys = sorted({key for name in plan.modules for key in ducklake_keys(load_location(name))}, key=str)
+        with _importable_from(plan.import_dirs):
+            keys = sorted({key for name in plan.modules for key in ducklake_keys(load_location(name))}, key=str)
         with DagsterInstance.from_config(str(home.path)) as instance:
             observed = record_fork_state(instance, DuckLakeResource(), keys).counts()
     return DevPreparation(home=home, observed=observed, plan=plan)
+
+
+@contextlib.contextmanager
+def _importable_from(folders: tuple[Path, ...]) -> Iterator[None]:
+    """The location modules' working directories first on sys.path while they are imported, as Dagster's
+    code server has them (the `dpone` script's own sys.path has no project folder: a dg project's
+    `shop.definitions` was "no location module")."""
+    added = [str(folder) for folder in folders if str(folder) not in sys.path]
+    sys.path[:0] = added
+    try:
+        yield
+    finally:
+        for folder in added:
+            sys.path.remove(folder)
+
+
+def _default_stop_signals() -> None:
+    """SIGINT/SIGTERM back to their default before `dagster dev` replaces this process: a shell script's
+    background job starts with SIGINT ignored, the ignore survives exec, and `dagster dev` maps SIGTERM
+    to SIGINT's handler, so a `dpone fork drop --stop` SIGTERM was ignored (only its SIGKILL stopped it)."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_DFL)
 
 
 def confine_fork_dev() -> None:
@@ -131,4 +156,5 @@ def dev(
     dagster = str(Path(sys.executable).with_name("dagster"))
     command = [dagster, "dev", "-w", str(prepared.workspace_file), "-h", "127.0.0.1", "-p", str(port)]
     sys.stdout.flush()
+    _default_stop_signals()
     os.execve(dagster, command, {**os.environ, "DAGSTER_HOME": str(home.path)})

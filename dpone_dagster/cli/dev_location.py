@@ -44,6 +44,8 @@ class ServePlan:
     location_names: tuple[str, ...]
     modules: tuple[str, ...]
     """Python modules among the locations (their DuckLake assets get the fork's first observations)."""
+    import_dirs: tuple[Path, ...] = ()
+    """Their working directories: Dagster imports a module location from there, and so must `dpone dev`."""
 
 
 def _pyproject(root: Path) -> dict:
@@ -70,32 +72,44 @@ def _absolute(value: str, folder: Path) -> str:
     return value if Path(value).is_absolute() else str((folder / value).resolve())
 
 
-def _derived_entries(source: Path, workspace: str) -> tuple[list[dict], list[str], list[str]]:
+def _derived_entries(source: Path, workspace: str) -> tuple[list[dict], list[str], list[str], list[Path]]:
     try:
         loaded = yaml.safe_load(source.read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError):
         raise LocationUnspecifiedError(f"the workspace file {source.name!r} cannot be read as YAML") from None
-    entries, names, modules = [], [], []
+    entries, names, modules, import_dirs = [], [], [], []
     for entry in loaded.get("load_from") or []:
         kind = next((k for k in _ENTRY_KINDS if isinstance(entry, dict) and k in entry), None)
         if kind is None:
             entries.append(entry)  # a grpc_server entry: served as written
             continue
-        body = entry[kind] if isinstance(entry[kind], dict) else {"module_name" if kind != "python_file" else "relative_path": entry[kind]}
+        body = (
+            entry[kind]
+            if isinstance(entry[kind], dict)
+            else {"module_name" if kind != "python_file" else "relative_path": entry[kind]}
+        )
         body = dict(body)
-        base = body.get("location_name") or body.get("module_name") or body.get("package_name") or Path(str(body.get("relative_path"))).stem
+        base = (
+            body.get("location_name")
+            or body.get("module_name")
+            or body.get("package_name")
+            or Path(str(body.get("relative_path"))).stem
+        )
         body["location_name"] = f"{base}@{workspace}"
         body["working_directory"] = _absolute(str(body.get("working_directory", ".")), source.parent)
         if kind == "python_file":
             body["relative_path"] = _absolute(str(body["relative_path"]), source.parent)
         if kind == "python_module":
             modules.append(str(body["module_name"]))
+            import_dirs.append(Path(body["working_directory"]))
         names.append(body["location_name"])
         entries.append({kind: body})
-    return entries, names, modules
+    return entries, names, modules, import_dirs
 
 
-def serve_plan(config: DponeConfig, home: Path, *, module: str | None = None, workspace_file: Path | None = None) -> ServePlan:
+def serve_plan(
+    config: DponeConfig, home: Path, *, module: str | None = None, workspace_file: Path | None = None
+) -> ServePlan:
     """The derived workspace file `dpone dev` serves, written into `home` (see the module docstring)."""
     if module and workspace_file:
         raise LocationUnspecifiedError("give either -m MODULE or -w WORKSPACE_FILE, not both")
@@ -107,11 +121,19 @@ def serve_plan(config: DponeConfig, home: Path, *, module: str | None = None, wo
     if workspace_file is not None:
         if not workspace_file.is_file():
             raise LocationUnspecifiedError(f"no workspace file {workspace_file.name!r} there")
-        entries, names, modules = _derived_entries(workspace_file.resolve(), config.workspace)
+        entries, names, modules, import_dirs = _derived_entries(workspace_file.resolve(), config.workspace)
     elif module is not None:
         name = f"{project_name(config)}@{config.workspace}"
-        entries = [{"python_module": {"module_name": module, "location_name": name, "working_directory": str(config.project_root)}}]
-        names, modules = [name], [module]
+        entries = [
+            {
+                "python_module": {
+                    "module_name": module,
+                    "location_name": name,
+                    "working_directory": str(config.project_root),
+                }
+            }
+        ]
+        names, modules, import_dirs = [name], [module], [config.project_root]
     else:
         raise LocationUnspecifiedError(
             "nothing to serve: pass -m MODULE (your Definitions module) or -w WORKSPACE_FILE, or keep a "
@@ -123,7 +145,12 @@ def serve_plan(config: DponeConfig, home: Path, *, module: str | None = None, wo
         + yaml.safe_dump({"load_from": entries}, sort_keys=False),
         encoding="utf-8",
     )
-    return ServePlan(workspace_file=target, location_names=tuple(names), modules=tuple(modules))
+    return ServePlan(
+        workspace_file=target,
+        location_names=tuple(names),
+        modules=tuple(modules),
+        import_dirs=tuple(dict.fromkeys(import_dirs)),
+    )
 
 
 def _free(port: int) -> bool:
