@@ -15,6 +15,7 @@ external access off.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import duckdb
@@ -72,6 +73,19 @@ class Token:
         if self.text[:2].upper() == "E'":
             return _evaluate_literal(self.text)
         return None
+
+
+def matching_paren(group: Sequence[Token], opening: int) -> int | None:
+    """Index of the `)` closing the `(` at `group[opening]`; None when it is never closed."""
+    depth = 0
+    for position in range(opening, len(group)):
+        if group[position].is_op("("):
+            depth += 1
+        elif group[position].is_op(")"):
+            depth -= 1
+            if depth == 0:
+                return position
+    return None
 
 
 def _comments_only(text: str) -> bool:

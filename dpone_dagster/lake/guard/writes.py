@@ -21,7 +21,7 @@ percent-encodes `/` in hive partition names (measured on 1.5.5).
 
 from __future__ import annotations
 
-from dpone_dagster.lake.guard.lexer import Token
+from dpone_dagster.lake.guard.lexer import Token, matching_paren
 from dpone_dagster.lake.guard.paths import (
     FileRules,
     FileWriteOutsideNamespaceError,
@@ -31,19 +31,6 @@ from dpone_dagster.lake.guard.paths import (
 
 FILE_NAME_OPTIONS = frozenset({"filename_pattern", "file_extension"})
 _READ_POSITION_WORDS = frozenset({"from", "join"})
-
-
-def _closing(group: list[Token], start: int) -> int:
-    """Index of the `)` matching the `(` at `start` (or len(group) when unbalanced)."""
-    depth = 0
-    for index in range(start, len(group)):
-        if group[index].is_op("("):
-            depth += 1
-        elif group[index].is_op(")"):
-            depth -= 1
-            if depth == 0:
-                return index
-    return len(group)
 
 
 def _keyword(token: Token, word: str) -> bool:
@@ -62,7 +49,7 @@ def _target(group: list[Token], index: int, files: FileRules, what: str) -> None
         rest = rest[1:]
     if not rest:
         return
-    if not rest[0].is_op("(") or _closing(rest, 0) != len(rest) - 1:
+    if not rest[0].is_op("(") or matching_paren(rest, 0) != len(rest) - 1:
         raise FileWriteOutsideNamespaceError(f"{what}: only an option list may follow the file name")
     for position, token in enumerate(rest):
         if token.is_name and token.word in FILE_NAME_OPTIONS:
@@ -80,7 +67,8 @@ def _copy(group: list[Token], start: int, files: FileRules) -> None:
     while index < len(group):
         token = group[index]
         if token.is_op("("):
-            index = _closing(group, index) + 1
+            close = matching_paren(group, index)
+            index = len(group) if close is None else close + 1
             continue
         if _keyword(token, "to"):
             _target(group, index + 1, files, "COPY … TO")

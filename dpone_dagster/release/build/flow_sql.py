@@ -224,20 +224,10 @@ def _is_relation_or_alias(group: Sequence[Token], index: int) -> bool:
         return True
     if before is None or not (before.is_op(",") or before.word in ("with", "recursive")):
         return False
-    close = _matching_paren(group, index + 1)
+    from dpone_dagster.lake.guard.lexer import matching_paren
+
+    close = matching_paren(group, index + 1)
     return close is not None and close + 1 < len(group) and group[close + 1].word == "as"
-
-
-def _matching_paren(group: Sequence[Token], opening: int) -> int | None:
-    depth = 0
-    for position in range(opening, len(group)):
-        if group[position].is_op("("):
-            depth += 1
-        elif group[position].is_op(")"):
-            depth -= 1
-            if depth == 0:
-                return position
-    return None
 
 
 def _check_host_names(group: Sequence[Token], where: str) -> None:
