@@ -7,7 +7,10 @@ through the same Dagster definitions `make dev` serves (the location module load
 `dpone_dagster.cli.location`, never imported statically), prints where the lake lives and how many
 rows each of its tables holds, then runs that location's release group end to end (`release_job`)
 and prints the installed release identity, what publication wrote, and the runtime admission
-result: every task denied, zero credential resolutions.
+result: every task denied, zero credential resolutions. Last, the fork part (`cli/demo_fork.py`):
+it recreates the throwaway fork `wm-fork-demo`, builds one model in it with its upstreams deferred
+to prod, prints the fork's status and how to open its UI and drop it. Run inside a fork, the demo
+builds every model there and skips the release and the fork part, saying so.
 
 What a reader could get wrong: the demo runs in the configured workspace's own Dagster instance
 (`DAGSTER_HOME` if set, else `.dpone/dagster_home` for prod and `.dpone/workspaces/<fork>/dagster_home`
@@ -23,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from dpone_dagster.cli.demo_fork import show_fork
 from dpone_dagster.config import DEFAULT_LAKE, load_config
 from dpone_dagster.contracts.workspace_ids import ROOT_WORKSPACE
 from dpone_dagster.errors import DponeError
@@ -105,9 +109,10 @@ def demo_instance():
     return DagsterInstance.from_config(str(home.path))
 
 
-def materialize_dbt_assets(instance, location: dg.Definitions) -> int:
-    """Materialize the location's unpartitioned DuckLake assets (the dbt models) in one run; returns asset count."""
-    from dagster import materialize
+def materialize_dbt_assets(instance, location: dg.Definitions, selection: str | None = None) -> int:
+    """Materialize the location's unpartitioned DuckLake assets (the dbt models) in one run, or only the
+    one whose asset key is `selection` (`main/marts/fct_orders`); returns the materialized asset count."""
+    from dagster import AssetKey, materialize
 
     from dpone_dagster.cli.location import lake_assets
 
@@ -118,6 +123,7 @@ def materialize_dbt_assets(instance, location: dg.Definitions) -> int:
         assets,
         resources=dict(location.resources or {}),
         instance=instance,
+        selection=[AssetKey.from_user_string(selection)] if selection else None,
         raise_on_error=False,
         run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
     )
@@ -183,8 +189,12 @@ def prepare(force: bool = typer.Option(False, help="Parse even if the manifest i
     _run(lambda: typer.echo("dbt manifest parsed" if prepare_manifest(force=force) else "dbt manifest is current"))
 
 
-def demo() -> None:
-    """Build every dbt model into the main lake, then deliver a dormant development release."""
+def demo(
+    fork_step: str = typer.Option(
+        None, "--fork-step", hidden=True, help="Internal: the fork part's build of this one asset, in the demo fork."
+    ),
+) -> None:
+    """Build every dbt model into the main lake, deliver a dormant development release, then show a fork."""
     from dpone_dagster.cli.location import load_location
     from dpone_dagster.integration.dbt.project import prepare_manifest
 
@@ -192,6 +202,9 @@ def demo() -> None:
         prepare_manifest()
         location = load_location()
         instance = demo_instance()
+        if fork_step:  # the child process of the fork part (cli/demo_fork.py), acting for the demo fork
+            fork_step_build(instance, location, fork_step)
+            return
         count = materialize_dbt_assets(instance, location)
         typer.echo(f"materialized {count} dbt assets")
         for line in lake_location_lines():
@@ -203,11 +216,26 @@ def demo() -> None:
             typer.echo(f"  {t.schema + '.' + t.table:<{width}}  {t.rows:>8} rows{suffix}")
         if load_config().workspace != ROOT_WORKSPACE:  # a fork's confined process may not write the release platform
             typer.echo("release: not delivered from a fork (run `make demo` in prod; docs/forks.md, kernel confinement)")
+            typer.echo("fork part: shown from prod only (there `make demo` builds one model in wm-fork-demo)")
             return
         for line in run_release(instance, location).lines():
             typer.echo(line)
+        show_fork(load_config())
 
     _run(run)
+
+
+def fork_step_build(instance, location: dg.Definitions, asset_key: str) -> None:
+    """Build one asset in the configured fork (the fork part's child process); refused in prod."""
+    from dpone_dagster.cli.demo_fork import DEMO_FORK, DemoForkError
+
+    workspace = load_config().workspace
+    if workspace != DEMO_FORK:
+        raise DemoForkError(
+            "demo.fork_step_misplaced", f"--fork-step builds in the demo fork {DEMO_FORK!r} only, not in {workspace!r}"
+        )
+    count = materialize_dbt_assets(instance, location, selection=asset_key)
+    typer.echo(f"materialized {count} dbt asset(s) in {workspace}")
 
 
 def _run(action) -> None:
