@@ -34,6 +34,11 @@ from dpone_dagster.contracts.release_documents import (
     SyntheticCompositionV3,
     integrity_subject_for,
 )
+from dpone_dagster.contracts.release_pages import (
+    DevelopmentReleasePage,
+    PagedDevelopmentReleaseSetV3,
+    paged_integrity_subject_for,
+)
 from dpone_dagster.contracts.target import DeploymentProjection, TargetConfiguration
 
 
@@ -109,6 +114,15 @@ def synthetic_documents() -> dict[str, ContractModel]:
         execution_subjects=grant.execution_subjects,
         route_certifications=[],
     )
+    page = DevelopmentReleasePage(ordinary_constituents=ordinary_constituents, source_sidecars=sidecars)
+    paged = PagedDevelopmentReleaseSetV3(
+        **binding,
+        native_constituents=native_constituents,
+        pages=[page.document_digest()],
+        integrity_subject=paged_integrity_subject_for(native_constituents, [page.document_digest()]),
+        execution_subjects=grant.execution_subjects,
+        route_certifications=[],
+    )
 
     issuer = ReceiptIssuer(
         TargetConfiguration(environment="synthetic-dev", trust_tier="non_production", policy_digest=authority.policy_digest),
@@ -144,6 +158,8 @@ def synthetic_documents() -> dict[str, ContractModel]:
             purpose="synthetic_validation", trust_tier="non_production", data_class="synthetic", campaign_id="synthetic-campaign", constituents=[_digest("c1")]
         ),
         "dpone.release-set.v3.development_workspace_delivery_v1": parent,
+        "dpone.release-set.v3.development_workspace_delivery_paged_v1": paged,
+        "dpone.release-page.v1": page,
         "dpone.dbt-release-set.development.v1": native,
         "dpone.development-policy.v1": authority.policy,
         "dpone.development-authority.v1": grant,

@@ -102,7 +102,7 @@ def summary(inspected: Inspected, now: datetime) -> dict[str, object]:
             {"pack_id": w.pack_id, "selector": w.selector, "dag_id": w.dag_id, "pre_hooks": list(w.hook_order)}
             for w in bundle.ordinary
         ],
-        "source_files": len(parent.source_sidecars),
+        "source_files": len(bundle.source_sidecars),
         "source_bytes": bundle.source_bytes,
         "members": len(bundle.members),
     }

@@ -40,6 +40,11 @@ from dpone_dagster.contracts.release_documents import (
     ProductionReleaseSetV2,
     SyntheticCompositionV3,
 )
+from dpone_dagster.contracts.release_pages import (
+    PAGED_DEVELOPMENT_PROFILE,
+    DevelopmentReleasePage,
+    PagedDevelopmentReleaseSetV3,
+)
 
 Family = Literal["production", "synthetic", "development"]
 PROFILED_SCHEMAS = frozenset({RELEASE_SET_V3_SCHEMA})
@@ -67,6 +72,8 @@ def _types() -> dict[tuple[str, str | None], DocumentType]:
         *(DocumentType(RELEASE_SET_V3_SCHEMA, profile, "production", ProductionCompositionV3) for profile in PRODUCTION_PROFILES),
         DocumentType(RELEASE_SET_V3_SCHEMA, SYNTHETIC_PROFILE, "synthetic", SyntheticCompositionV3),
         DocumentType(RELEASE_SET_V3_SCHEMA, DEVELOPMENT_PROFILE, "development", DevelopmentReleaseSetV3),
+        DocumentType(RELEASE_SET_V3_SCHEMA, PAGED_DEVELOPMENT_PROFILE, "development", PagedDevelopmentReleaseSetV3),
+        DocumentType(DevelopmentReleasePage.KIND, None, "development", DevelopmentReleasePage),
         DocumentType(DbtDevelopmentReleaseSet.KIND, None, "development", DbtDevelopmentReleaseSet),
         DocumentType(DevelopmentPolicy.KIND, None, "development", DevelopmentPolicy),
         DocumentType(DevelopmentGrant.KIND, None, "development", DevelopmentGrant),

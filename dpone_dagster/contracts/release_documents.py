@@ -237,7 +237,8 @@ class DevelopmentReleaseSetV3(_ProfiledIdentity, _DevelopmentBinding):
         selectors = [item.selector for item in self.ordinary_constituents]
         if len(selectors) != len(set(selectors)):
             raise ValueError("ordinary selectors must be unique")
-        if any(sidecar.constituent_id not in set(ids) for sidecar in self.source_sidecars):
+        known = set(ids)
+        if any(sidecar.constituent_id not in known for sidecar in self.source_sidecars):
             raise ValueError("every source sidecar must belong to a constituent")
         expected = integrity_subject_for(self.native_constituents, self.ordinary_constituents, self.source_sidecars)
         if self.integrity_subject != expected:

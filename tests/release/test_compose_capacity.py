@@ -1,21 +1,17 @@
-"""The maximum release, part one (issue 20 #8): a membership whose parent cannot fit refuses before compile.
+"""The maximum release, part one (issue 20 #8): a flow membership beyond the grant bound refuses before compile.
 
 The refusal must come from the cheap count (flow directories of the snapshot), before dbt or flow
 capture runs: the source here has no dbt project and flows that would not even capture, so any
-later stage would fail with another code.
+later stage would fail with another code. Up to the bound nothing is refused here: a parent too
+large for one document is paged (tests/release/test_paged_parent.py).
 """
 
 from __future__ import annotations
 
 import pytest
 
-from dpone_dagster.contracts.canonical import MAX_DOCUMENT_BYTES
-from dpone_dagster.release.build.budget import (
-    ParentCapacityError,
-    flow_directories,
-    least_bytes_per_flow,
-    require_parent_can_fit,
-)
+from dpone_dagster.contracts.bounds import MAX_WORKLOADS
+from dpone_dagster.release.build.budget import ParentCapacityError, flow_directories, require_parent_can_fit
 from dpone_dagster.release.pipeline import ReleasePipeline
 from tests.release.fabricated import MemorySource
 
@@ -30,20 +26,19 @@ def pipeline_without_ports() -> ReleasePipeline:
 
 
 @pytest.mark.parametrize("stage", ["compile_native", "capture_ordinary"])
-def test_the_maximum_flow_membership_refuses_before_compile_and_capture(stage):
-    source = flows_source(9_900)
+def test_a_flow_membership_beyond_the_grant_bound_refuses_before_compile_and_capture(stage):
+    source = flows_source(MAX_WORKLOADS + 1)
     with pytest.raises(ParentCapacityError) as refused:
         getattr(pipeline_without_ports(), stage)(source)
     assert refused.value.code == "release.parent_too_large"
-    assert "9900 flow workloads" in refused.value.message
+    assert f"{MAX_WORKLOADS + 1} flow workloads" in refused.value.message
 
 
-def test_the_cap_is_where_the_shortest_valid_entries_pass_the_canonical_limit():
-    fitting = MAX_DOCUMENT_BYTES // least_bytes_per_flow()
-    require_parent_can_fit(ordinary_workloads=fitting)
+def test_the_maximum_membership_is_not_refused_before_compile():
+    require_parent_can_fit(ordinary_workloads=MAX_WORKLOADS)
+    require_parent_can_fit(ordinary_workloads=9_900)  # 100 models + 9,900 flows: the design's maximum
     with pytest.raises(ParentCapacityError):
-        require_parent_can_fit(ordinary_workloads=fitting + 1)
-    require_parent_can_fit(ordinary_workloads=3_000)  # the real parent passes the cap near 3,200 flows: never refused here
+        require_parent_can_fit(ordinary_workloads=MAX_WORKLOADS + 1)
 
 
 def test_flow_directories_counts_workload_directories_only():

@@ -5,33 +5,33 @@ Effective limits are already the field-wise minimum of policy, grant and declare
 immediately before the first registry write and before the local cache write, because the limits a
 receipt carries are the ones in force for *that* operation.
 
-`require_parent_can_fit(ordinary_workloads=n)` runs before anything is compiled or captured: the
-parent (`dpone.release-set.v3`, one canonical document under `canonical.MAX_DOCUMENT_BYTES`) holds
-at least one ordinary constituent and one source sidecar per flow workload, so a count of the
-source's `flows/<dir>/` directories gives a lower bound on its size. A membership whose lower bound
-exceeds the cap is refused (`release.parent_too_large`) in a second instead of after a full compile.
+`require_parent_can_fit(ordinary_workloads=n)` runs before anything is compiled or captured: a
+count of the source's `flows/<dir>/` directories beyond `MAX_WORKLOADS` (the bound every grant and
+every parent list obeys) is refused (`release.parent_too_large`) in a second instead of after a full
+compile. Below it every membership fits: a parent too large for one canonical document
+(`canonical.MAX_DOCUMENT_BYTES`) is written as a paged parent (`contracts/release_pages.py`), whose
+`MAX_PAGES` pages of up to `pages.MAX_PAGE_BYTES` (4 GiB) hold far more than 10,000 flows' entries
+(about 1.3 KB a generated flow; even a flow at its bound of 256 source files takes under 100 KB).
 
 What a reader could get wrong: the byte budget counts the exact source files the release carries
-(its sidecars), not the size of the compiled documents around them. The fit check is a lower
-bound (shortest valid ids, paths and names): it never refuses a parent that would fit, and a
-membership just under it can still fail later in compose with `canonical.too_large`.
+(its sidecars), not the size of the compiled documents around them. The flow count is of
+directories, so it can only over-count workloads the capture would find (a directory without a
+flow manifest fails capture later), never under-count them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from functools import cache
 
-from dpone_dagster.contracts.canonical import MAX_DOCUMENT_BYTES
+from dpone_dagster.contracts.bounds import MAX_WORKLOADS
 from dpone_dagster.contracts.coded import CodedError
 from dpone_dagster.contracts.policy import DeliveryLimits
-from dpone_dagster.contracts.release_documents import OrdinaryConstituent, SourceSidecar
 from dpone_dagster.release.errors import BudgetExceededError
 
 
 class ParentCapacityError(CodedError):
     codes = {
-        "release.parent_too_large": "The source holds more flow workloads than one release parent can describe under the canonical document cap; refused before compile and capture, nothing built. Split the delivery into several releases.",
+        "release.parent_too_large": "The source holds more flow workloads than one release can deliver (10,000, the grant bound); refused before compile and capture, nothing built. Split the delivery into several releases.",
     }
 
 
@@ -49,13 +49,11 @@ def require_within_budget(*, workloads: int, source_bytes: int, limits: Delivery
 
 
 def require_parent_can_fit(*, ordinary_workloads: int) -> None:
-    """Refuse a membership whose parent cannot fit the canonical cap (a lower bound; see the module docstring)."""
-    least = ordinary_workloads * least_bytes_per_flow()
-    if least > MAX_DOCUMENT_BYTES:
+    """Refuse a flow membership beyond the grant bound before anything is compiled (see the module docstring)."""
+    if ordinary_workloads > MAX_WORKLOADS:
         raise ParentCapacityError(
             "release.parent_too_large",
-            f"{ordinary_workloads} flow workloads need a release parent of at least {least} bytes; "
-            f"one parent holds at most {MAX_DOCUMENT_BYTES} (about {MAX_DOCUMENT_BYTES // least_bytes_per_flow()} flows)",
+            f"{ordinary_workloads} flow workloads are more than one release delivers (at most {MAX_WORKLOADS} workloads)",
         )
 
 
@@ -63,14 +61,3 @@ def flow_directories(paths: Iterable[str], flows_root: str = "flows") -> int:
     """How many `flows/<dir>/` workload directories the source paths name (the cheap count)."""
     prefix = flows_root.rstrip("/") + "/"
     return len({path[len(prefix):].split("/", 1)[0] for path in paths if path.startswith(prefix) and "/" in path[len(prefix):]})
-
-
-@cache
-def least_bytes_per_flow() -> int:
-    """Canonical bytes of the smallest valid ordinary constituent plus its smallest sidecar, with separators."""
-    zero = "sha256:" + "0" * 64
-    constituent = OrdinaryConstituent(
-        constituent_id=zero, pack_id="a", selector="flow:a", dag_id="a", fingerprint=zero, dag_content_sha256="0" * 64, hook_ids=()
-    )
-    sidecar = SourceSidecar(constituent_id=zero, path="a", content_sha256="0" * 64, size=0)
-    return len(constituent.canonical_bytes()) + 1 + len(sidecar.canonical_bytes()) + 1

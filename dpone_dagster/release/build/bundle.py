@@ -8,13 +8,18 @@ the parent document, whose profile-refined digest is the release identity:
 - `native/<hex>/<project>.selection.json`: the selection preimage of one project (its digest is that
   project's `selection_fingerprint`): selected nodes with their compiled digests and logical writes;
 - `ordinary/<hex>.json`: one captured ordinary workload, `<hex>` its constituent id;
-- `sources/<hex>/<path>`: every exact source file (the parent's `source_sidecars`).
+- `sources/<hex>/<path>`: every exact source file (the parent's `source_sidecars`);
+- `pages/<hex>.json`: only under a paged parent (profile `development_workspace_delivery_paged_v1`,
+  `contracts/release_pages.py`), the `dpone.release-page.v1` pages that list its ordinary
+  constituents and sidecars instead of the parent itself (`pages.read_pages` verifies them).
 
 `open_bundle` is the one "full sealed-projection and artifact-integrity validation": publication,
 registry reads, cache installation, activation (twice), recovery, repair and the CLI all call it.
 
 What a reader could get wrong: the release identity is the parent's digest in the domain
 `dpone.release-set.v3.<profile>`; the same bytes under another v3 profile would have another identity.
+Read a release's membership from `ReleaseBundle.ordinary_constituents` / `.source_sidecars`, never
+from `bundle.parent`: a paged parent holds page digests, not the members.
 """
 
 from __future__ import annotations
@@ -37,19 +42,24 @@ from dpone_dagster.contracts.release_documents import (
     SELECTION_KIND,
     DbtDevelopmentReleaseSet,
     DevelopmentReleaseSetV3,
+    OrdinaryConstituent,
+    SourceSidecar,
 )
+from dpone_dagster.contracts.release_pages import PagedDevelopmentReleaseSetV3
 from dpone_dagster.contracts.release_records import MemberDigest
 from dpone_dagster.contracts.target import DeploymentProjection
+from dpone_dagster.release.build.pages import read_pages
 from dpone_dagster.release.errors import IntegrityError
 
 PARENT_PATH = "release.json"
+DevelopmentParent = DevelopmentReleaseSetV3 | PagedDevelopmentReleaseSetV3
 
 
 def content_sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def release_id_of(parent: DevelopmentReleaseSetV3) -> str:
+def release_id_of(parent: DevelopmentParent) -> str:
     """The release identity: the parent's digest in its profile-refined domain (`identity_kind()`)."""
     return parent.document_digest()
 
@@ -79,11 +89,13 @@ class ReleaseBundle:
     """A verified development release: identity, parsed documents and every member's bytes."""
 
     release_id: str
-    parent: DevelopmentReleaseSetV3
+    parent: DevelopmentParent
     native: tuple[DbtDevelopmentReleaseSet, ...]
     selections: Mapping[str, Mapping[str, Any]]
     ordinary: tuple[CapturedWorkload, ...]
     members: Mapping[str, bytes]
+    ordinary_constituents: tuple[OrdinaryConstituent, ...]
+    source_sidecars: tuple[SourceSidecar, ...]
 
     @property
     def native_membership(self) -> tuple[str, ...]:
@@ -91,7 +103,7 @@ class ReleaseBundle:
 
     @property
     def ordinary_membership(self) -> tuple[str, ...]:
-        return tuple(sorted(item.pack_id for item in self.parent.ordinary_constituents))
+        return tuple(sorted(item.pack_id for item in self.ordinary_constituents))
 
     @property
     def workload_count(self) -> int:
@@ -99,7 +111,7 @@ class ReleaseBundle:
 
     @property
     def source_bytes(self) -> int:
-        return sum(sidecar.size for sidecar in self.parent.source_sidecars)
+        return sum(sidecar.size for sidecar in self.source_sidecars)
 
     @property
     def total_bytes(self) -> int:
@@ -123,6 +135,11 @@ def open_bundle(members: Mapping[str, bytes], *, expected_release_id: str | None
     if expected_release_id is not None and release_id != expected_release_id:
         raise IntegrityError("release.integrity_mismatch", "the parent document does not have the expected release identity")
     expected_paths = {PARENT_PATH}
+    if isinstance(parent, PagedDevelopmentReleaseSetV3):
+        ordinary_constituents, source_sidecars, page_paths = read_pages(members, parent)
+        expected_paths |= page_paths
+    else:
+        ordinary_constituents, source_sidecars = parent.ordinary_constituents, parent.source_sidecars
     native = []
     selections: dict[str, Mapping[str, Any]] = {}
     for constituent in parent.native_constituents:
@@ -136,12 +153,12 @@ def open_bundle(members: Mapping[str, bytes], *, expected_release_id: str | None
             selections[project.project_name] = _selection(members, path, project)
         native.append(document)
     ordinary = []
-    for constituent in parent.ordinary_constituents:
+    for constituent in ordinary_constituents:
         path = ordinary_path(constituent.constituent_id)
         expected_paths.add(path)
         workload = _ordinary_workload(members, path, constituent)
         ordinary.append(workload)
-    for sidecar in parent.source_sidecars:
+    for sidecar in source_sidecars:
         path = sidecar_path(sidecar.constituent_id, sidecar.path)
         expected_paths.add(path)
         data = members.get(path)
@@ -157,22 +174,24 @@ def open_bundle(members: Mapping[str, bytes], *, expected_release_id: str | None
         selections=MappingProxyType(selections),
         ordinary=tuple(ordinary),
         members=MappingProxyType(members),
+        ordinary_constituents=tuple(ordinary_constituents),
+        source_sidecars=tuple(source_sidecars),
     )
 
 
-def _read_parent(data: bytes) -> DevelopmentReleaseSetV3:
+def _read_parent(data: bytes) -> DevelopmentParent:
     try:
         parent = read_development_document(data)
     except DispatchError as error:
         raise IntegrityError("release.not_development_family", f"the parent is not a development release ({error.code})") from None
     except (CanonicalError, CodedError) as error:
         raise IntegrityError("release.integrity_mismatch", f"the parent document is invalid ({error.code})") from None
-    if not isinstance(parent, DevelopmentReleaseSetV3):
+    if not isinstance(parent, (DevelopmentReleaseSetV3, PagedDevelopmentReleaseSetV3)):
         raise IntegrityError("release.not_development_family", "the parent is a development document but not a release parent")
     return parent
 
 
-def _native_document(members: Mapping[str, bytes], constituent_id: str, parent: DevelopmentReleaseSetV3) -> DbtDevelopmentReleaseSet:
+def _native_document(members: Mapping[str, bytes], constituent_id: str, parent: DevelopmentParent) -> DbtDevelopmentReleaseSet:
     document = _bound_document(DbtDevelopmentReleaseSet, DbtDevelopmentReleaseSet.KIND, members.get(native_path(constituent_id)), constituent_id)
     if document is None:
         raise IntegrityError("release.integrity_mismatch", "a native constituent document is missing or altered")
@@ -235,7 +254,6 @@ def _document_digest(kind: str, data: bytes) -> str | None:
         return digest(kind, data)
     except (CanonicalError, CodedError):
         return None
-
 
 
 def deployment_id_of(release_id: str, environment: str) -> str:

@@ -8,7 +8,10 @@ written twice, no selector, pack id or hook id claimed twice), reads every exact
 through the verified source reader, assembles the `dpone.release-set.v3` parent (profile
 `development_workspace_delivery_v1`), writes all members to a private stage with the parent (which
 carries the integrity subject) last, rereads every byte from the stage and verifies the whole
-bundle with `open_bundle`. Only the reread bytes are returned. The two halves are callable apart
+bundle with `open_bundle`. Only the reread bytes are returned. A membership whose single-document
+parent would pass the canonical cap (about 3,200 flows) is written as a paged parent instead
+(`contracts/release_pages.py`, `pages.paginate`): the parent lists page digests, each page a slice of
+the membership; every smaller membership keeps the single-document parent, byte for byte. The two halves are callable apart
 (`check_composition`, then `compose_checked`) so the release state machine can record `Checked`
 (identity known, every check passed) before the source bytes are reacquired and `Composed` after.
 
@@ -28,7 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from dpone_dagster.contracts.canonical import MAX_DOCUMENT_BYTES, CanonicalError
 from dpone_dagster.contracts.flows import CapturedWorkload, OrdinaryCapture
+from dpone_dagster.contracts.identity import canonical_digest
 from dpone_dagster.contracts.receipts import DevelopmentAuthorityReceipt
 from dpone_dagster.contracts.release_documents import (
     ARTIFACT_WIRE,
@@ -43,9 +48,15 @@ from dpone_dagster.contracts.release_documents import (
     integrity_subject_for,
     ordinary_constituent_id,
 )
+from dpone_dagster.contracts.release_pages import (
+    DevelopmentReleasePage,
+    PagedDevelopmentReleaseSetV3,
+    paged_integrity_subject_for,
+)
 from dpone_dagster.release.build.budget import require_within_budget
 from dpone_dagster.release.build.bundle import (
     PARENT_PATH,
+    DevelopmentParent,
     ReleaseBundle,
     content_sha256,
     native_path,
@@ -56,12 +67,17 @@ from dpone_dagster.release.build.bundle import (
     sidecar_path,
 )
 from dpone_dagster.release.build.native import NativeCompilation
+from dpone_dagster.release.build.pages import page_path, paginate
 from dpone_dagster.release.errors import (
     AuthorityMissingError,
     LogicalWriteCollisionError,
     MembershipError,
     SourceClosureError,
 )
+
+SINGLE_PARENT_MAX_BYTES = MAX_DOCUMENT_BYTES
+"""A parent whose single-document form is larger is paged. The canonical cap itself: the rule that
+keeps every release composable before pages byte-identical (tests lower it to page a small release)."""
 
 
 class VerifiedSourceFiles(Protocol):
@@ -114,7 +130,7 @@ class CheckedComposition:
     No source byte has been reread yet: `compose_checked` reacquires them, stages and verifies.
     """
 
-    parent: DevelopmentReleaseSetV3
+    parent: DevelopmentParent
     documents: Mapping[str, bytes]
     sidecars: tuple[SourceSidecar, ...]
 
@@ -191,17 +207,49 @@ def check_composition(
         sidecars.extend(_sidecars(constituent_id, ((f.path, f.content_sha256, f.size) for f in workload.source_files)))
     sidecars.sort(key=SourceSidecar.sort_key)
     native_constituents.sort(key=lambda item: item.constituent_id)
-    parent = DevelopmentReleaseSetV3(
-        **_development_binding(authority, snapshots.pop()),
-        native_constituents=native_constituents,
-        ordinary_constituents=ordinary_constituents,
-        source_sidecars=sidecars,
-        integrity_subject=integrity_subject_for(native_constituents, ordinary_constituents, sidecars),
-        execution_subjects=authority.execution_subjects,
+    binding = _development_binding(authority, snapshots.pop())
+    parent, documents = development_parent(binding, native_constituents, ordinary_constituents, sidecars, authority.execution_subjects)
+    members.update(documents)
+    return CheckedComposition(parent, members, tuple(sidecars))
+
+
+def development_parent(
+    binding: Mapping[str, str],
+    native: list[NativeConstituent],
+    ordinary: list[OrdinaryConstituent],
+    sidecars: list[SourceSidecar],
+    execution_subjects: tuple,
+) -> tuple[DevelopmentParent, dict[str, bytes]]:
+    """The parent and its member documents: the single-document parent when it fits `SINGLE_PARENT_MAX_BYTES`, else pages."""
+    try:
+        single = DevelopmentReleaseSetV3(
+            **binding,
+            native_constituents=native,
+            ordinary_constituents=ordinary,
+            source_sidecars=sidecars,
+            integrity_subject=integrity_subject_for(native, ordinary, sidecars),
+            execution_subjects=execution_subjects,
+            route_certifications=(),
+        )
+        single_bytes = single.canonical_bytes()
+        if len(single_bytes) <= SINGLE_PARENT_MAX_BYTES:
+            return single, {PARENT_PATH: single_bytes}
+    except CanonicalError as error:
+        if error.code != "canonical.too_large":
+            raise
+    encoded = [page.canonical_bytes() for page in paginate(ordinary, sidecars)]
+    digests = [canonical_digest(DevelopmentReleasePage.KIND, data) for data in encoded]
+    documents = {page_path(page_digest): data for page_digest, data in zip(digests, encoded, strict=True)}
+    paged = PagedDevelopmentReleaseSetV3(
+        **binding,
+        native_constituents=native,
+        pages=digests,
+        integrity_subject=paged_integrity_subject_for(native, digests),
+        execution_subjects=execution_subjects,
         route_certifications=(),
     )
-    members[PARENT_PATH] = parent.canonical_bytes()
-    return CheckedComposition(parent, members, tuple(sidecars))
+    documents[PARENT_PATH] = paged.canonical_bytes()
+    return paged, documents
 
 
 def compose_checked(checked: CheckedComposition, *, source: VerifiedSourceFiles, stage_dir: Path | None = None) -> ReleaseBundle:
