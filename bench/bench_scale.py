@@ -10,11 +10,13 @@ Rows (issue 13), each a ratio measured side by side in this run, with its goal a
    the resolution's ATTACH statements alone: <= 1.5x; steady per-job fork resolution vs the prod
    job's resolution of the same lake: <= 1.25x;
 4. native compile + compose + publish + install at N models vs N/10: <= 12x; W workloads (flows)
-   through the same pipeline in a child process with peak RSS (VmHWM) <= 1 GiB.
+   through the same pipeline in a child process with peak RSS (VmHWM) <= 1 GiB;
+5. delivery alone (compose + publish + install on fabricated constituents, no dbt, no capture):
+   W workloads vs W/10, <= 12x, and peak RSS <= 1 GiB at W (part `delivery`).
 
 Sizes come from the environment so a quick run is possible: `BENCH_SCALE_MODELS` (default 1000),
 `BENCH_SCALE_BASE_MODELS` (100), `BENCH_SCALE_WORKLOADS` (10000), `BENCH_SCALE_ROUNDS` (3); the rows
-name the sizes they measured. `BENCH_SCALE_PARTS` (default `location,forks,release`) picks row families.
+name the sizes they measured. `BENCH_SCALE_PARTS` (default `location,forks,release,delivery`) picks row families.
 
 What a reader could get wrong: the manifest is prepared (one `dbt parse`) before any load is timed,
 as a deployed location has it; loads and queries are timed in fresh processes. The fork parent's N
@@ -42,7 +44,7 @@ BASE_MODELS = int(os.environ.get("BENCH_SCALE_BASE_MODELS", 100))
 WORKLOADS = int(os.environ.get("BENCH_SCALE_WORKLOADS", 10_000))
 ROUNDS = int(os.environ.get("BENCH_SCALE_ROUNDS", 3))
 # Which row families to run: any of location, forks, release (comma-separated); all by default.
-PARTS = tuple(p.strip() for p in os.environ.get("BENCH_SCALE_PARTS", "location,forks,release").split(",") if p.strip())
+PARTS = tuple(p.strip() for p in os.environ.get("BENCH_SCALE_PARTS", "location,forks,release,delivery").split(",") if p.strip())
 SEED = 1
 PEAK_LIMIT_MB = 1024
 
@@ -280,6 +282,58 @@ def _release_rows(work: Path) -> list[dict[str, object]]:
     ]
 
 
+_DELIVERY_CHILD = """
+import json, sys
+from pathlib import Path
+from bench.scale_release import synthetic_release_stages
+result = synthetic_release_stages(int(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3]))
+result["peak_mb"] = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:")) / 1024
+print(json.dumps(result))
+"""
+
+
+def _delivery_rows(work: Path) -> list[dict[str, object]]:
+    """Compose + publish + install of fabricated constituents: WORKLOADS vs WORKLOADS/10, one child each."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DPONE_")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
+    runs = {}
+    for label, workloads in (("base", WORKLOADS // 10), ("max", WORKLOADS)):
+        (work / label).mkdir(parents=True, exist_ok=True)
+        runs[label] = run_child(_DELIVERY_CHILD, env, str(BASE_MODELS), str(workloads - BASE_MODELS), str(work / label), timeout=7200)
+    base, most = runs["base"], runs["max"]
+
+    def total(run: dict) -> float:
+        return sum(float(run.get(stage, 0.0)) for stage in ("compose_s", "publish_s", "install_s"))
+
+    def stages(run: dict) -> str:
+        done = ", ".join(f"{stage[:-2]} {run[stage]:.1f} s" for stage in ("compose_s", "publish_s", "install_s") if stage in run)
+        return f"{done}; {run.get('members', '?')} members, paged parent: {run.get('paged', '?')}" + (
+            f"; stopped: {run['refusal']}" if "refusal" in run else ""
+        )
+
+    complete = "refusal" not in base and "refusal" not in most
+    ratio_row = _row(
+        f"delivery (compose + publish + install, fabricated constituents): {WORKLOADS} workloads vs {WORKLOADS // 10} "
+        f"({BASE_MODELS} models + flows)",
+        total(base), total(most), "<=", 12,
+        f"{WORKLOADS // 10}: {stages(base)} | {WORKLOADS}: {stages(most)}; inputs built untimed; " + _load_note(),
+    )
+    if not complete:
+        ratio_row.update(met=False, goal=ratio_row["goal"].replace(": met", ": NOT met (did not complete)"))
+    peak_ok = complete and most["peak_mb"] <= PEAK_LIMIT_MB
+    return [
+        ratio_row,
+        {
+            "name": f"delivery of {WORKLOADS} workloads (fabricated constituents): peak RSS",
+            "measured_s": total(most),
+            "goal": f"completes, peak RSS <= {PEAK_LIMIT_MB} MiB: {'met' if peak_ok else 'NOT met'}",
+            "met": peak_ok,
+            "note": f"peak RSS (VmHWM, inputs included) {most['peak_mb']:.0f} MiB vs {base['peak_mb']:.0f} MiB at "
+            f"{WORKLOADS // 10}; " + ("" if complete else f"stopped: {most.get('refusal') or base.get('refusal')}; ") + _load_note(),
+        },
+    ]
+
+
 def run() -> list[dict[str, object]]:
     work = Path(tempfile.mkdtemp(prefix="dpone-bench-scale-"))
     try:
@@ -287,7 +341,8 @@ def run() -> list[dict[str, object]]:
         rows: list[dict[str, object]] = []
         parts = {"location": lambda: _location_rows(root, work / "location"),
                  "forks": lambda: _fork_rows(root, work / "forks"),
-                 "release": lambda: _release_rows(work / "release")}
+                 "release": lambda: _release_rows(work / "release"),
+                 "delivery": lambda: _delivery_rows(work / "delivery")}
         unknown = sorted(set(PARTS) - set(parts))
         if unknown:
             raise ValueError(f"BENCH_SCALE_PARTS: unknown part(s) {unknown}; known: {sorted(parts)}")
