@@ -28,6 +28,9 @@ from dpone_dagster.contracts.release_pages import (
 from dpone_dagster.release.build import compose, pages
 from dpone_dagster.release.build.bundle import PARENT_PATH, open_bundle
 from dpone_dagster.release.build.pages import PageError, page_path, paginate, read_pages
+from dpone_dagster.release.delivery.install import ReleaseCache
+from dpone_dagster.release.delivery.object_stores import LocalDirectoryStore
+from dpone_dagster.release.delivery.registry import ReleaseRegistry, blob_key
 from dpone_dagster.release.errors import IntegrityError
 from tests.release.fabricated import SyntheticTarget, synthetic_release
 
@@ -91,6 +94,30 @@ def test_beyond_the_threshold_compose_writes_pages_that_round_trip(target, singl
     assert reopened.source_sidecars == single.source_sidecars
     assert reopened.ordinary_membership == single.ordinary_membership
     assert reopened.release_id != single.release_id
+
+
+def test_a_paged_release_publishes_fetches_installs_and_loads(target, monkeypatch, tmp_path):
+    monkeypatch.setattr(compose, "SINGLE_PARENT_MAX_BYTES", 1024)
+    monkeypatch.setattr(pages, "MIN_PAGE_BYTES", 1)
+    monkeypatch.setattr(pages, "MAX_PAGE_BYTES", 2048)
+    release = synthetic_release(target, workloads=WORKLOADS)
+    bundle, authority = release.bundle, release.authority
+    store = LocalDirectoryStore(tmp_path / "registry")
+    registry = ReleaseRegistry(store)
+    registry.publish(bundle, authority=authority, receipt=target.publication(bundle, authority), admission=target.issuer)
+    fetched = registry.fetch(bundle.release_id)
+    assert dict(fetched.members) == dict(bundle.members) and fetched.ordinary_constituents == bundle.ordinary_constituents
+    cache = ReleaseCache(tmp_path / "cache", admission=target.issuer, clock=target.clock)
+    cache.materialize(fetched, authority=authority, receipt=target.materialization(fetched, authority))
+    assert cache.load(bundle.release_id).bundle.source_sidecars == bundle.source_sidecars
+    # a page altered in the registry's blob store is refused on fetch
+    page = bundle.members[page_path(bundle.parent.pages[0])]
+    blob = tmp_path / "registry" / blob_key(hashlib.sha256(page).hexdigest())
+    blob.chmod(0o644)
+    blob.write_bytes(page[:-1] + b" }")
+    with pytest.raises(PageError) as refused:  # the registry reads blobs by name; the page check is what refuses
+        registry.fetch(bundle.release_id)
+    assert refused.value.code == "release.page_digest_mismatch"
 
 
 def test_a_hand_paged_parent_opens(single):
