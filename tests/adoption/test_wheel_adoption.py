@@ -116,7 +116,10 @@ def test_the_shop_adopts_dpone_from_the_wheel(shop: Shop) -> None:
     assert diff.returncode == 0, diff.stdout[-3000:] + diff.stderr[-3000:]
     assert "orders" in diff.stdout
     assert shop.prod_files() == prod_before
-    shop.run("dpone", "fork", "promote", FORK, "main.orders")
+    diff_id = json.loads(diff.stdout)["diff_id"]
+    promoted = shop.run("dpone", "fork", "promote", FORK, "main.orders", "--diff-id", diff_id).stdout
+    assert "promoted " in promoted and "orders" in promoted and f"diff {diff_id}" in promoted, promoted
+    assert shop.prod_files() != prod_before  # now prod holds the fork's orders
     shop.run("dpone", "fork", "drop", FORK)
     assert FORK not in shop.run("dpone", "fork", "list").stdout.split()
 
