@@ -42,7 +42,7 @@ from dpone_dagster.release.pipeline import ReleasePipeline, SourceIdentity
 from dpone_dagster.release.platform.settings import ReleaseSettings
 from dpone_dagster.release.platform.target import AuthorityBytes, AuthorityDocuments, ProtectedTarget, object_store
 from dpone_dagster.release.ports import TargetAdmission
-from dpone_dagster.release.source.binding import bind_source_commit
+from dpone_dagster.release.source.binding import open_bound_source
 from dpone_dagster.release.source.snapshot import SourceTree, open_source
 from dpone_dagster.release.state import ReleaseStateMachine
 
@@ -149,14 +149,9 @@ class ReleaseSourceLocation:
 
     def open(self) -> SourceTree:
         """The verified source; a configured platform's source must be at the configured commit."""
-        tree = open_source(self.settings.source_location)
-        if not self.settings.synthetic:
-            try:
-                bind_source_commit(self.settings.source_location, tree, self.settings.source_commit)
-            except BaseException:
-                tree.close()
-                raise
-        return tree
+        if self.settings.synthetic:
+            return open_source(self.settings.source_location)
+        return open_bound_source(self.settings.source_location, self.settings.source_commit)
 
     def identity(self) -> SourceIdentity:
         return SourceIdentity(repository=self.settings.source_repository, commit=self.settings.source_commit)

@@ -103,3 +103,39 @@ def test_compose_records_the_archive_sha256_in_the_release_state(monkeypatch: py
         recorded.clear()
         service.compose(authority=None, source=SimpleNamespace(archive_sha256=sha), native=None, ordinary=None)  # type: ignore[arg-type]
         assert recorded[-1] == ("Composed", expected)
+
+
+def test_a_checkout_is_read_as_the_commit_files_only_and_edits_refuse(tmp_path: Path) -> None:
+    from dpone_dagster.release.source.binding import open_bound_source
+
+    repo = tmp_path / "repo"
+    git_checkout(repo)
+    (repo / "models" / "b.sql").write_text("select 3\n")
+    git = lambda *args: subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True)  # noqa: E731
+    git("add", "-A")
+    git("-c", "user.email=dev@example.invalid", "-c", "user.name=dev", "commit", "-qm", "second")
+    head = git("rev-parse", "HEAD").stdout.strip()
+    (repo / ".user.yml").write_text("id: 1\n")  # dbt writes this at every run; untracked
+    (repo / "notes.txt").write_text("scratch\n")
+    (repo / "target").mkdir()
+    (repo / "target" / "manifest.json").write_text("{}")
+    with open_bound_source(repo, head, work_dir=tmp_path) as tree:
+        assert [f.path for f in tree.snapshot.files] == ["models/a.sql", "models/b.sql"]
+        assert tree.read_bytes("models/a.sql") == b"select 1\n"
+
+    (repo / "models" / "a.sql").write_text("select 2\n")  # an uncommitted edit
+    with pytest.raises(SourceError) as caught:
+        open_bound_source(repo, head, work_dir=tmp_path)
+    assert caught.value.code == "source.checkout_not_commit" and "1 changed" in str(caught.value)
+
+    (repo / "models" / "a.sql").unlink()  # a committed file deleted from the working tree
+    with pytest.raises(SourceError) as caught:
+        open_bound_source(repo, head, work_dir=tmp_path)
+    assert caught.value.code == "source.checkout_not_commit" and "1 missing" in str(caught.value)
+
+
+def test_binding_a_checkout_read_whole_refuses_its_untracked_files(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    head = git_checkout(repo)
+    (repo / "models" / "b.sql").write_text("select 3\n")
+    refused(repo, head, "source.checkout_not_commit", tmp_path)

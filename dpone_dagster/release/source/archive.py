@@ -66,6 +66,7 @@ class SourceError(CodedError):
         "source.header_chain": "A tar member is preceded by more than one extended header of one kind (chained pax or GNU long-name headers).",
         "source.global_header": "A tar holds more than one pax global header, or one that sets anything but a comment or times.",
         "source.stream_too_large": "The decompressed tar stream is larger than the source byte limit allows.",
+        "source.checkout_not_commit": "The source checkout is not exactly the configured commit: a committed file is edited or missing in the working tree (or, read whole, a file is not in the commit), or the commit holds a symlink or submodule. Commit or discard the changes, or deliver from a clean clone; untracked and ignored files are never read.",
         "source.commit_unbound": "The source cannot be bound to the configured commit: a checkout outside git, or an archive that records no commit.",
         "source.commit_mismatch": "The checkout's HEAD, or the commit an archive records, is not the configured source commit.",
         "source.header_too_large": "A tar extended header (pax or GNU long name) is larger than allowed.",
@@ -281,15 +282,20 @@ def sniff_format(head: bytes) -> Literal["gzip", "zip", "tar"] | None:
 
 
 class CheckoutFormat:
-    """A checkout directory walked without following directory symlinks; excluded names are skipped.
+    """A checkout directory walked without following directory symlinks; excluded names are skipped,
+    and with `only` every path that is neither one of those files nor a folder holding one.
 
     A symlink to a regular file inside the checkout is read as that file's content; any other
     symlink (outside, to a directory, dangling) is refused.
     """
 
-    def __init__(self, root: Path, exclude: frozenset[str]) -> None:
+    def __init__(self, root: Path, exclude: frozenset[str], only: frozenset[str] | None = None) -> None:
         self._root = Path(os.path.realpath(root))
         self._exclude = exclude
+        self._only = only
+        self._only_dirs = None if only is None else frozenset(
+            path.rsplit("/", depth)[0] for path in only for depth in range(1, path.count("/") + 1)
+        )
         self._origins: dict[str, str] = {}
 
     def entries(self) -> Iterator[Entry]:
@@ -307,6 +313,8 @@ class CheckoutFormat:
             if item.name in self._exclude:
                 continue
             name = prefix + item.name
+            if self._only is not None and name not in self._only and name not in self._only_dirs:
+                continue  # not a file of the commit being read (untracked, ignored): never read
             if item.is_dir(follow_symlinks=False):
                 yield Entry(name, "dir", 0)
                 yield from self._walk(Path(item.path), name + "/")

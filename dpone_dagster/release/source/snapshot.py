@@ -173,10 +173,12 @@ def open_source(
     work_dir: str | os.PathLike[str] | None = None,
     limits: SourceLimits = SourceLimits(),
     exclude: frozenset[str] = DEFAULT_CHECKOUT_EXCLUDES,
+    only: frozenset[str] | None = None,
 ) -> SourceTree:
     """Read a checkout directory or an archive into a fresh private copy under `work_dir`.
 
-    `exclude` names directories/files skipped at any depth of a checkout; archives are taken whole.
+    `exclude` names directories/files skipped at any depth of a checkout; `only` (a checkout's
+    relative file paths, the files of a commit) skips every other file; archives are taken whole.
     """
     source = Path(os.path.realpath(path))
     try:
@@ -184,7 +186,7 @@ def open_source(
     except OSError:
         raise fail("source.unreadable", "the source path cannot be found or read") from None
     if stat.S_ISDIR(status.st_mode):
-        return _materialize(lambda: CheckoutFormat(source, exclude), limits, work_dir, archive=False)
+        return _materialize(lambda: CheckoutFormat(source, exclude, only), limits, work_dir, archive=False)
     if not stat.S_ISREG(status.st_mode):
         raise fail("source.not_regular_file", "the source path is neither a regular file nor a directory")
     try:
