@@ -1,4 +1,4 @@
-"""Publication through dagster-aws's S3 client into a real (moto) S3 server over HTTP."""
+"""Publication through the platform's boto3 S3 client into a real (moto) S3 server over HTTP."""
 
 from __future__ import annotations
 

@@ -105,7 +105,7 @@ def _fsync_directory(path: Path) -> None:
 
 
 class S3Store:
-    """Objects under `prefix` in one bucket, through any boto3 S3 client (e.g. dagster-aws's)."""
+    """Objects under `prefix` in one bucket, through any boto3 S3 client."""
 
     def __init__(self, client: Any, bucket: str, prefix: str = "", *, conditional_writes: bool = True) -> None:
         if prefix and not prefix.endswith("/"):

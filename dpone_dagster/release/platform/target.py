@@ -7,9 +7,10 @@
   digest and the current revocation epoch. It reopens the file on every call, so it serves as the
   `CurrentTargetVerifier` (reopened immediately before each protected operation) and as the
   revocation-epoch source of both the authority verification and the standard runtime.
-- `object_store(location, storage)` builds the local or S3 store for a location; S3 clients come
-  from dagster-aws's `S3Resource`, with credentials taken from the environment variables whose
-  *names* the configuration holds.
+- `object_store(location, storage)` builds the local or S3 store for a location; S3 clients are
+  boto3's, with credentials taken from the environment variables whose *names* the configuration
+  holds (dagster-aws is not a dependency: a dg project's loader imports every installed component
+  plugin on each load, and dagster-aws's costs seconds there, docs/scale.md).
 
 What a reader could get wrong: a missing or unreadable protected target is never "no objection";
 it raises `release.protected_target_unavailable` and everything downstream stops, fail closed.
@@ -133,7 +134,7 @@ class AuthorityDocuments:
 
 
 def object_store(location: str, storage: StorageConfig | None = None) -> ObjectStore:
-    """A local directory store, or an S3 store through dagster-aws for `s3://bucket/prefix`."""
+    """A local directory store, or an S3 store for `s3://bucket/prefix`."""
     if location.startswith("s3://"):
         bucket, _, prefix = location.removeprefix("s3://").partition("/")
         if not bucket:
@@ -145,19 +146,24 @@ def object_store(location: str, storage: StorageConfig | None = None) -> ObjectS
 
 
 def s3_client(storage: StorageConfig | None):
-    """A boto3 S3 client from dagster-aws's `S3Resource`; credentials resolved by env-var name now."""
-    from dagster_aws.s3 import S3Resource
+    """A boto3 S3 client for `storage`; credentials resolved by env-var name now (none named: boto3's chain)."""
+    import boto3
+    from botocore.config import Config
 
     storage = storage or StorageConfig()
     scheme = "https" if storage.use_ssl else "http"
-    resource = S3Resource(
+    session = boto3.session.Session(
         region_name=storage.region,
-        endpoint_url=f"{scheme}://{storage.endpoint}" if storage.endpoint else None,
         aws_access_key_id=resolve_secret(storage.key_id_env) if storage.key_id_env else None,
         aws_secret_access_key=resolve_secret(storage.secret_env) if storage.secret_env else None,
         aws_session_token=resolve_secret(storage.session_token_env) if storage.session_token_env else None,
     )
-    return resource.get_client()
+    return session.client(
+        "s3",
+        endpoint_url=f"{scheme}://{storage.endpoint}" if storage.endpoint else None,
+        use_ssl=storage.use_ssl,
+        config=Config(retries={"max_attempts": 5, "mode": "standard"}),
+    )
 
 
 def ensure_private_dir(path: Path) -> Path:
