@@ -227,29 +227,14 @@ class Workspaces:
         check_workspace_id(workspace_id)
         if workspace_id == ROOT_WORKSPACE:
             raise RootProtectedError("the root workspace cannot be dropped")
+        with self.engine.connect() as conn:  # every refusal before any server is stopped
+            self._droppable(conn, workspace_id, actor)
         require_home_idle(self.config, workspace_id, stop=stop_servers)
         with self.engine.begin() as conn:
-            ws = repo.get_workspace(conn, workspace_id)
-            orphaned: tuple[str, ...] = ()
+            ws, orphaned = self._droppable(conn, workspace_id, actor)
             if ws is None:
-                if (
-                    not records(conn, [workspace_id])
-                    and not tombstones(conn, [workspace_id])
-                    and not has_roles(conn, [workspace_id])
-                    and not repo.deleted_children(conn, workspace_id)
-                ):
-                    raise UnknownWorkspaceError(f"workspace {workspace_id!r} does not exist")
                 donor = None
             else:
-                require_may_drop(conn, ws, actor)
-                kids = repo.children(conn, workspace_id)
-                standing = sorted(k.id for k in kids if not k.is_throwaway)
-                if standing:
-                    raise DevWorkspacesAttachedError(
-                        f"standing dev workspaces are attached to {workspace_id!r}: "
-                        f"{', '.join(standing)}; drop or re-home them first"
-                    )
-                orphaned = tuple(sorted(k.id for k in kids))
                 if ws.incarnation:
                     repo.set_incarnation_state(conn, ws.id, ws.incarnation, repo.DROPPING, self._now())
                 repo.delete_workspace(conn, ws, self._now())
@@ -268,6 +253,27 @@ class Workspaces:
         else:
             home = None
         return DropResult(workspace_id, ws is not None, orphaned, report, others, str(home) if home else None)
+
+    def _droppable(self, conn, workspace_id: str, actor: str) -> tuple[Workspace | None, tuple[str, ...]]:
+        """The fork to drop (None: already deleted, cleanup left) and its throwaway children, or the refusal."""
+        ws = repo.get_workspace(conn, workspace_id)
+        if ws is None:
+            if (
+                not records(conn, [workspace_id])
+                and not tombstones(conn, [workspace_id])
+                and not has_roles(conn, [workspace_id])
+                and not repo.deleted_children(conn, workspace_id)
+            ):
+                raise UnknownWorkspaceError(f"workspace {workspace_id!r} does not exist")
+            return None, ()
+        require_may_drop(conn, ws, actor)
+        kids = repo.children(conn, workspace_id)
+        standing = sorted(k.id for k in kids if not k.is_throwaway)
+        if standing:
+            raise DevWorkspacesAttachedError(
+                f"standing dev workspaces are attached to {workspace_id!r}: {', '.join(standing)}; drop or re-home them first"
+            )
+        return ws, tuple(sorted(k.id for k in kids))
 
     def set_lake_shared(
         self, workspace_id: str, lake: str, shared: bool, *, actor: str, shared_with: str | None = None

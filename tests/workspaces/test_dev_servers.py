@@ -77,6 +77,18 @@ def test_drop_with_stop_stops_them_first_and_leaves_no_server_on_a_deleted_home(
         assert state == "Z", f"{process} still runs after the drop"
 
 
+def test_a_refused_drop_with_stop_stops_nothing(served_fork) -> None:
+    """--stop acts only for a drop that will happen: an actor who may not drop it, or a standing
+    dev workspace attached below it, refuses before any of the fork's servers is touched."""
+    home, server = served_fork
+    result = CliRunner().invoke(app, ["fork", "drop", "wm-fork-served", "--as", "mallory", "--stop"])
+    assert result.exit_code == 1 and "workspace.in_use" not in result.output, result.output
+    Workspaces(load_config()).create_fork("bob-dev", "wm-fork-served", owner="alice")  # a standing dev workspace
+    result = CliRunner().invoke(app, ["fork", "drop", "wm-fork-served", "--as", "alice", "--stop"])
+    assert result.exit_code == 1 and "bob-dev" in result.output, result.output
+    assert server.poll() is None and len(serving_processes(home)) >= 2 and home.is_dir()
+
+
 def test_a_stale_pid_file_blocks_nothing(monkeypatch) -> None:
     Workspaces(load_config()).create_fork("wm-fork-stale", "prod", owner="alice")
     home = _fork_home(monkeypatch, "wm-fork-stale")
