@@ -13,9 +13,15 @@ CI jobs and tests; everything else in the package may move between minor version
     api.drop_fork("wm-alice", actor="alice", stop_servers=True)
 
 Every function raises a typed `DponeError` with a stable code (docs/errors.md) and nothing else by
-design. The `dpone fork` commands call these functions. Not here yet: running and inspecting
-releases (`dpone_dagster.cli.location.load_location` + `cli.release_run.run_release_job` today, not
-semver-stable until they move here). Semver: names and signatures here change only in a major version; returned
+design. The `dpone fork` and `dpone release show/verify` commands call these functions, and
+`dpone demo` runs its release through `run_release`:
+
+    location = dagster.Definitions.load_from(...)        # or your code location's `defs`
+    summary = api.run_release(location, dagster.DagsterInstance.get())   # its release_job, in process
+    inspected = api.inspect_release(".dpone/release_cache/dev/deployments/<hex>")  # verified, read-only
+    api.release_summary(inspected)                        # what `dpone release show` prints
+
+Semver: names and signatures here change only in a major version; returned
 objects' documented attributes are part of it, their other attributes are not.
 
 What a reader could get wrong: `connect(workspace)` attaches that workspace's view as this process
@@ -35,9 +41,14 @@ from dpone_dagster.config import DponeConfig, load_config, parse_duration
 from dpone_dagster.contracts.workspace_ids import ROOT_WORKSPACE
 
 if TYPE_CHECKING:
+    import dagster
+
+    from dpone_dagster.config import StorageConfig
     from dpone_dagster.lake.lifecycle.diff import ForkDiff
     from dpone_dagster.lake.lifecycle.promote import PromotionResult
     from dpone_dagster.lake.resolution.apply import ResolvedLake
+    from dpone_dagster.release.inspection import Inspected
+    from dpone_dagster.release.run_summary import ReleaseRunSummary
     from dpone_dagster.workspaces.service import DropResult, WorkspaceSummary
     from dpone_dagster.workspaces.status import WorkspaceStatus
 
@@ -50,8 +61,11 @@ __all__ = [
     "fork_status",
     "list_workspaces",
     "load",
+    "inspect_release",
     "promote_fork",
+    "release_summary",
     "resolve_lake",
+    "run_release",
 ]
 
 
@@ -152,3 +166,29 @@ def promote_fork(
     from dpone_dagster.lake.lifecycle.promote import promote
 
     return promote(fork_id, tables, diff_id, lake=lake, config=config)
+
+
+def run_release(location: dagster.Definitions, instance: dagster.DagsterInstance) -> ReleaseRunSummary:
+    """Run `location`'s `release_job` in process on `instance` and summarize what its stages reported;
+    a refusal raises `ReleaseRunError` under the refusal's own code. The very job the UI launches."""
+    from dpone_dagster.api_release import run_release_job
+
+    return run_release_job(location, instance)
+
+
+def inspect_release(location: str, *, storage: StorageConfig | None = None) -> Inspected:
+    """Open an installed deployment, a registry commit object (local or `s3://`, read with `storage`)
+    or a release directory, verifying every byte; refused with `release.not_a_release_location` or the
+    verification's own code. Read-only."""
+    from dpone_dagster.release.inspection import inspect_release as inspect
+
+    return inspect(location, storage=storage)
+
+
+def release_summary(inspected: Inspected) -> dict[str, object]:
+    """What `dpone release show --json` prints for an inspected release (now: the authority expiry check)."""
+    from datetime import UTC, datetime
+
+    from dpone_dagster.release.inspection import release_summary as summarize
+
+    return summarize(inspected, datetime.now(UTC))

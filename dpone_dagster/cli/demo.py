@@ -163,7 +163,7 @@ def run_release(instance, location: dg.Definitions) -> ReleaseOutcome:
     """Run the location's release group end to end (`release_job`) and read what its stages reported."""
     from dagster import DagsterEventType
 
-    from dpone_dagster.cli.release_run import run_release_job
+    from dpone_dagster.api_release import run_release_job
 
     summary = run_release_job(location, instance)
     reported = {

@@ -8,7 +8,7 @@ A run that did not install raises `ReleaseRunError` under the refusal's own stab
 `authority.expired`): the first failed check's, else the first failed step's.
 
 What a reader could get wrong: this module reads no Dagster object. Running the job and turning its
-events into a `ReleaseRun` is the caller's (`dpone_dagster.cli.release_run`); the stage and check
+events into a `ReleaseRun` is the caller's (`dpone_dagster.api_release`); the stage and check
 names it keys on (`installed_release`, `tasks_denied_before_credentials`, ...) are the release group's.
 """
 

@@ -56,3 +56,14 @@ def test_the_cli_calls_the_api(monkeypatch, function, argv) -> None:
     result = CliRunner().invoke(app, argv)
     assert result.exit_code == 1
     assert "error [workspace.error]: through the api" in result.output
+
+
+def test_the_api_inspects_releases_and_refuses_what_is_not_one(tmp_path) -> None:
+    from dpone_dagster import api
+    from dpone_dagster.errors import DponeError
+
+    assert {"run_release", "inspect_release", "release_summary"} <= set(api.__all__)
+    for location in (str(tmp_path), "s3://bucket/not-a-commit.json"):
+        with pytest.raises(DponeError) as caught:
+            api.inspect_release(location)
+        assert caught.value.code == "release.not_a_release_location"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dagster as dg
 import pytest
 
-from dpone_dagster.cli.release_run import release_run_of, run_release_job
+from dpone_dagster.api_release import release_run_of, run_release_job
 from dpone_dagster.contracts.base import parse_document
 from dpone_dagster.defs.release.definitions import location_definitions
 from dpone_dagster.defs.release.resources import AuthorityPlatform

@@ -16,7 +16,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from dpone_dagster.cli.release_run import run_release_job
+from dpone_dagster.api_release import run_release_job
 from dpone_dagster.clock import SystemClock
 from dpone_dagster.config import load_config
 from dpone_dagster.control.store import reset_store_cache

@@ -10,13 +10,13 @@ import pytest
 
 from dpone_dagster.authority.synthetic import SYNTHETIC_COMMIT, SYNTHETIC_REPOSITORY
 from dpone_dagster.authority.target_admission import ActivationAuthorityError, AdmissionError
-from dpone_dagster.cli.release import inspect_path, summary
 from dpone_dagster.contracts.grant import ExecutionSubject
 from dpone_dagster.control.store import open_store
 from dpone_dagster.release.build.native import compile_native
 from dpone_dagster.release.delivery.install import ReleaseCache
 from dpone_dagster.release.delivery.object_stores import LocalDirectoryStore, S3Store
 from dpone_dagster.release.delivery.registry import ReleaseRegistry
+from dpone_dagster.release.inspection import inspect_release, release_summary
 from dpone_dagster.release.pipeline import ReleasePipeline, SourceIdentity
 from dpone_dagster.release.runtime.admission import DenialReason, RuntimeTask, TaskKind
 from dpone_dagster.release.source.snapshot import open_source
@@ -154,7 +154,7 @@ def test_expiry_blocks_new_attempts_while_history_stays_readable(local, tmp_path
     assert local.pipeline.admit(bundle.release_id, local.tasks()[0]).reason is DenialReason.AUTHORITY_EXPIRED
     refused = [e for e in local.pipeline.states.history(bundle.release_id) if e.outcome == "refused"]
     assert refused and '"admission.expired"' in refused[-1].detail
-    shown = summary(inspect_path(local.pipeline.cache.root / "deployments" / bundle.release_id[7:]), local.target.clock.now())
+    shown = release_summary(inspect_release(local.pipeline.cache.root / "deployments" / bundle.release_id[7:]), local.target.clock.now())
     assert shown["authority_expired"] is True and shown["release_id"] == bundle.release_id
     assert local.pipeline.registry.fetch(bundle.release_id).release_id == bundle.release_id
 

@@ -66,7 +66,11 @@ class SourceError(CodedError):
         "source.header_chain": "A tar member is preceded by more than one extended header of one kind (chained pax or GNU long-name headers).",
         "source.global_header": "A tar holds more than one pax global header, or one that sets anything but a comment or times.",
         "source.stream_too_large": "The decompressed tar stream is larger than the source byte limit allows.",
-        "source.checkout_not_commit": "The source checkout is not exactly the configured commit: a committed file is edited or missing in the working tree (or, read whole, a file is not in the commit), or the commit holds a symlink or submodule. Commit or discard the changes, or deliver from a clean clone; untracked and ignored files are never read.",
+        "source.checkout_not_commit": (
+            "The source checkout is not exactly the configured commit: a committed file is edited or missing in the "
+            "working tree (or, read whole, a file is not in the commit), or the commit holds a symlink or submodule. "
+            "Commit or discard the changes, or deliver from a clean clone; untracked and ignored files are never read."
+        ),
         "source.commit_unbound": "The source cannot be bound to the configured commit: a checkout outside git, or an archive that records no commit.",
         "source.commit_mismatch": "The checkout's HEAD, or the commit an archive records, is not the configured source commit.",
         "source.header_too_large": "A tar extended header (pax or GNU long name) is larger than allowed.",
