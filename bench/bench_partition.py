@@ -30,12 +30,13 @@ DAY = "2024-01-10"
 
 
 @contextmanager
-def _lake(state_dir: Path) -> Iterator[None]:
-    """The demo project's prod lake in `state_dir`, for code that reads the environment (and dbt)."""
+def lake_environment(state_dir: Path, workspace: str = "prod") -> Iterator[None]:
+    """The demo project's lake in `state_dir` as `workspace` sees it, in this process, for code that
+    reads the environment (config, control store, dbt); `bench_pins` uses it for its forks too."""
     from dpone_dagster.control.store import reset_store_cache
     from dpone_dagster.integration.dbt.run import environment
 
-    values = {"DPONE_PROJECT_ROOT": str(REPO_ROOT), "DPONE_STATE_DIR": str(state_dir), "DPONE_WORKSPACE": "prod"}
+    values = {"DPONE_PROJECT_ROOT": str(REPO_ROOT), "DPONE_STATE_DIR": str(state_dir), "DPONE_WORKSPACE": workspace}
     with environment(values):
         reset_store_cache()
         try:
@@ -47,7 +48,7 @@ def _lake(state_dir: Path) -> Iterator[None]:
 def _materialize(state_dir: Path, assets, selection, resources: Mapping, **options) -> None:
     from dagster import materialize
 
-    with _lake(state_dir):
+    with lake_environment(state_dir):
         result = materialize([assets], resources=dict(resources), selection=selection, raise_on_error=False, **options)
     if not result.success:
         raise RuntimeError(f"bench_partition: a materialization failed in {state_dir.name}")
