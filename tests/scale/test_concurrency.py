@@ -41,6 +41,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cryptography.fernet import Fernet
 
 from dpone_dagster.control.store import reset_store_cache
 from tests.lake.lakes import LakeEnv, fingerprint, fork_places, pg_s3_env
@@ -286,7 +287,11 @@ def test_eight_fork_runs_and_a_prod_run_at_once(tmp_path, postgres_server, s3_se
         "DPONE_CONFIG": str(config_path), "DPONE_PROJECT_ROOT": str(REPO_ROOT),
         "DPONE_STATE_DIR": str(tmp_path / "state" / "setup"),
         "DPONE_TEST_S3_KEY_ID": s3_server.key_id, "DPONE_TEST_S3_SECRET": s3_server.secret,
+        # each workspace's processes have a state folder of their own, so the fork role passwords'
+        # sealing key comes from the environment, as docs/deploy says for such deployments
+        "DPONE_FORK_ROLE_KEY": Fernet.generate_key().decode(),
     })
+    monkeypatch.setenv("DPONE_FORK_ROLE_KEY", base_env["DPONE_FORK_ROLE_KEY"])
     for key, value in dagster_env.items():
         monkeypatch.setenv(key, value)
 
