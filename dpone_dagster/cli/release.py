@@ -41,6 +41,8 @@ def _open_or_exit(path: str) -> Inspected:
         release = load_config().release if path.startswith("s3://") else None
         return inspect_release(path, storage=release.storage if release else None)
     except DponeError as error:
+        if error.code == "release.not_a_release_location":  # a usage error: exit 2, as typer's own
+            raise typer.BadParameter(f"[{error.code}] {error.message}", param_hint="PATH") from None
         typer.echo(f"refused: [{error.code}] {error.message}", err=True)
         raise typer.Exit(code=1) from None
 
