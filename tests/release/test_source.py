@@ -188,9 +188,10 @@ def test_builder_is_deterministic_and_content_sensitive(tmp_path: Path) -> None:
 
 
 def test_checkout_excludes_build_output_and_git(checkout: Path, tmp_path: Path) -> None:
+    (checkout / "models" / ".user.yml").write_text("id: 1\n")  # dbt's per-user id file, written at its first run
     with open_source(checkout, work_dir=tmp_path) as tree:
         paths = [f.path for f in tree.snapshot.files]
-    assert not any(p.startswith((".git/", "target/")) for p in paths)
+    assert not any(p.startswith((".git/", "target/")) or p.endswith(".user.yml") for p in paths)
     with open_source(checkout, work_dir=tmp_path, exclude=frozenset()) as tree:
         assert tree.snapshot.get("target/manifest.json") is not None
 

@@ -56,7 +56,9 @@ from dpone_dagster.release.source.zip import ZipFormat
 
 SNAPSHOT_KIND = "dpone.source-snapshot.v1"
 SNAPSHOT_SCHEMA = "dpone.source-snapshot.v1"
-DEFAULT_CHECKOUT_EXCLUDES = frozenset({".git", ".dpone", ".venv", "__pycache__", "dbt_packages", "logs", "target"})
+DEFAULT_CHECKOUT_EXCLUDES = frozenset({".git", ".dpone", ".venv", "__pycache__", "dbt_packages", "logs", "target", ".user.yml"})
+"""Build output and per-user state, never source: `.user.yml` is the id file dbt writes beside profiles.yml at
+its first run (a run elsewhere could otherwise change a snapshot between two reads of one release run)."""
 _DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 __all__ = [
