@@ -262,10 +262,50 @@ def _tag_group_in_nodeid(item, group: str) -> None:
         item._id = NodeId.parse(f"{item.nodeid}@{group}")
 
 
+# The long scenarios (`slow`) that `make test` (CI) still runs: at least one of each kind, chosen for
+# what they guard and what they cost (`make test` runs `-m "not slow or ci"`; `make test-all` runs
+# every test). A node id without `[...]` keeps every parameter of that test. Kinds not listed here
+# have a fast member in CI: browser/GraphQL (tests/ui/test_runtime_flow, test_release_flow,
+# test_asset_graph), the demo's release half (tests/dbt/test_demo_release).
+CI_KEEPS_SLOW = frozenset({
+    # adoption from the installed wheel, on the highest supported versions
+    "tests/adoption/test_wheel_adoption.py::test_the_shop_adopts_dpone_from_the_wheel[highest]",
+    # the parent is never written from a fork: properties and file doors on both backends
+    "tests/lake/test_isolation_attacks_property.py::test_attacks_from_a_fork_never_change_the_parent_embedded",
+    "tests/lake/test_isolation_files_property.py::test_file_doors_never_change_the_parent_embedded",
+    "tests/lake/test_isolation_files_property.py::test_file_doors_never_change_the_parent_postgres_iam_s3",
+    "tests/dbt/test_dbt_file_writes.py::test_dbt_hooks_and_external_models_write_only_the_forks_own_prefix",
+    "tests/dbt/test_dbt_sql_guard.py::test_dbt_run_operation_cannot_run_maintenance_on_the_ancestor",
+    "tests/scale/test_concurrency.py::test_the_isolation_checks_catch_a_write_into_the_parent",
+    # diff and promotion (refusals, atomicity, a crash on either side of the commit)
+    "tests/lake/test_diff.py::test_a_known_change_is_reported_exactly_and_its_identity_names_the_parent_snapshot",
+    "tests/lake/test_promote.py::test_promotion_refusals_atomicity_publication_and_a_later_fork_drop",
+    "tests/lake/test_promote.py::test_a_changed_parent_target_is_a_conflict_and_the_parent_stays_unchanged",
+    "tests/lake/test_promote.py::test_the_parent_deployment_job_promotes_and_a_fork_deployment_job_is_refused",
+    "tests/lake/test_promote_files.py::test_a_crash_before_the_commit_loses_nothing_and_recovery_puts_the_files_back",
+    "tests/lake/test_promote_files.py::test_a_crash_after_the_commit_keeps_the_published_table_and_recovery_settles_it",
+    # the inner loop: partitions, executors, indirect selection
+    "tests/dbt/test_partition_dbt.py::test_per_partition_defer_on_the_embedded_lake",
+    "tests/dbt/test_inner_loop.py::test_a_mixed_run_keeps_the_multiprocess_executor",
+    "tests/dbt/test_indirect_selection.py::test_stg_customers_alone_on_a_fresh_lake_skips_the_relationships_test_on_stg_orders",
+    # releases: the real compile's golden identity, the executor choice (the rollout gate's fast tests run)
+    "tests/release/test_real_release.py::test_a_second_full_run_with_dbt_in_fresh_directories_gives_the_golden_identity",
+    "tests/defs_release/test_release_ergonomics.py::test_a_selection_without_release_stages_keeps_the_multiprocess_executor",
+})
+
+
+def kept_in_ci(nodeid: str) -> bool:
+    """Whether a `slow` test is one `make test` keeps (`CI_KEEPS_SLOW`)."""
+    bare = nodeid.split("@", 1)[0]
+    return bare in CI_KEEPS_SLOW or bare.split("[", 1)[0] in CI_KEEPS_SLOW
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook (older pytest: it reads the marker we add)
 def pytest_collection_modifyitems(config, items):
     pairs = []
     for item in items:
+        if item.get_closest_marker("slow") is not None and kept_in_ci(item.nodeid):
+            item.add_marker(pytest.mark.ci)  # before `-m "not slow or ci"` deselects (tryfirst)
         group = group_of(item.nodeid, getattr(item, "fixturenames", ()))
         item.add_marker(pytest.mark.xdist_group(group))
         pairs.append((item, group))

@@ -122,18 +122,23 @@ def test_the_shop_adopts_dpone_from_the_wheel(shop: Shop) -> None:
     assert shop.prod_files() != prod_before  # now prod holds the fork's orders
     shop.run("dpone", "fork", "drop", FORK)
     assert FORK not in shop.run("dpone", "fork", "list").stdout.split()
+    _require_no_repository_import(shop)  # every process above: dpone, dg, dbt
 
 
-def test_no_process_imported_the_repository_or_the_synthetic_project(shop: Shop) -> None:
-    shop.run("dpone", "init")
-    shop.run("dg", "list", "defs", "--json")
-    shop.run("dbt", "parse", "--profiles-dir", ".", cwd=shop.root / "shop_dbt")
+def _require_no_repository_import(shop: Shop) -> None:
     records = probe_records(shop.probe_dir)
     assert len(records) >= 3, records
     assert [r for r in records if r["bad"]] == []
     assert {r["dpone"] for r in records if r["dpone"]} and all(
         not r["dpone"].startswith(str(REPO_ROOT)) for r in records if r["dpone"]
     )
+
+
+def test_no_process_imported_the_repository_or_the_synthetic_project(shop: Shop) -> None:
+    shop.run("dpone", "init")
+    shop.run("dg", "list", "defs", "--json")
+    shop.run("dbt", "parse", "--profiles-dir", ".", cwd=shop.root / "shop_dbt")
+    _require_no_repository_import(shop)
 
 
 def test_dg_list_components_works_with_no_dpone_yaml_anywhere(shop: Shop, tmp_path) -> None:

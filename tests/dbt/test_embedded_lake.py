@@ -125,6 +125,7 @@ def _fork_part(lines: list[str]) -> list[str]:
     return lines[starts[0] :]
 
 
+@pytest.mark.slow  # the whole demo twice, each with its fork part (~2-4 min)
 def test_dpone_demo_runs_again_on_the_built_lake_prints_every_table_and_shows_a_fork(built, monkeypatch):
     """The full demo twice on the built lake: every table printed, then the fork part (recreated the
     second time) leaves prod's catalog and data files byte-identical."""

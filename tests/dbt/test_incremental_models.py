@@ -30,6 +30,7 @@ def lakes(tmp_path_factory, prepared_manifest):
     return advanced, rebuilt, day_1_orders
 
 
+@pytest.mark.slow  # two generated lakes built and compared (~1.5 min)
 def test_generator_is_deterministic_across_runs(lakes):
     advanced, rebuilt, _ = lakes
     for table, key in (("raw.raw_customers", "customer_id"), ("raw.raw_orders", "order_id"), ("raw.raw_payments", "payment_id")):

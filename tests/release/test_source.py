@@ -444,6 +444,7 @@ def test_default_member_cap_admits_the_policy_maximum_of_workloads() -> None:
     assert SourceLimits().max_members == DEFAULT_MAX_MEMBERS == PROJECT_MEMBERS + MEMBERS_PER_WORKLOAD * MAX_WORKLOADS
 
 
+@pytest.mark.slow  # writes and reads the member cap of files (~1-2 min)
 def test_a_source_at_the_default_member_cap_passes_the_count_and_one_more_is_refused(tmp_path: Path) -> None:
     """The pre-scan (where the count is enforced, before anything is written) at the cap and one over.
 

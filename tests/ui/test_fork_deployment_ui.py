@@ -99,6 +99,7 @@ def _text(page, server, path: str, expected: str, timeout: float = 30_000) -> st
     return page.inner_text("body")
 
 
+@pytest.mark.slow  # a second webserver for a fork and a browser session (~2-4 min)
 def test_a_fork_deployment_shows_its_own_events_and_defers_with_owner_and_snapshot(
     webserver, prod_dbt_run, fork_webserver
 ):

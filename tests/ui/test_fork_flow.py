@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
+
 from bench.screenshots import RELEASE_LOCATION
 
 from .conftest import UI_FORK, dpone, ui_env
@@ -67,6 +69,7 @@ def _failures(server, run_id: str) -> list[str]:
     return [e.get("message") or str(e.get("error")) for e in events if "Failure" in e["__typename"]][-5:]
 
 
+@pytest.mark.slow  # a fork webserver and a fork run through the UI (~1-2 min)
 def test_a_fork_materializes_one_model_and_defers_the_rest(webserver, prod_dbt_run, fork_webserver, ui_state_dir):
     parent = _materialized(webserver, prod_dbt_run)
     assert parent["main/marts/fct_orders"]["fork_state"] == "own"

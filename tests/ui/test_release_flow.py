@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from defs_release.test_definitions import LINEAGE
 
 from bench.screenshots import DEPLOYMENT_LOCATION, RELEASE_JOB, RELEASE_LOCATION, dormant_jobs
@@ -107,6 +108,7 @@ def test_an_altered_installed_release_is_not_loaded_and_says_why(webserver, rele
     assert restored["locationOrLoadError"]["__typename"] == "RepositoryLocation"
 
 
+@pytest.mark.slow  # a second release run launched from the UI (~40 s)
 def test_materialize_all_on_the_release_group_is_the_release_job_run(webserver, released_through_ui):
     """The UI's "Materialize all" on group `release` (the implicit asset job, launched through GraphQL):
     one process, tagged `dpone/release`, nothing pickled into DAGSTER_HOME, no `path` metadata."""

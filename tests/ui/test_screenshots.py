@@ -58,6 +58,7 @@ def decode_png(path: Path) -> tuple[int, int, list[bytes]]:
     return width, height, [bytes(row) for row in rows]
 
 
+@pytest.mark.slow  # every documented screen in Chromium (~1-3 min)
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian chromium is not installed")
 def test_screenshots_are_produced_and_not_blank(webserver, released_through_ui, refused_task_run, tmp_path):
     refused_job, refused = refused_task_run
