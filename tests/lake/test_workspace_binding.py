@@ -36,7 +36,6 @@ from dpone_dagster.integration.binding import (
     BoundExecutorDefinition,
     WorkspaceNotThisDeploymentError,
 )
-from dpone_dagster.integration.lake import resources as lake_resources
 from dpone_dagster.integration.lake.jobs import build_drop_fork_job
 from dpone_dagster.integration.lake.resources import DuckLakeResource
 from dpone_dagster.workspaces.service import Workspaces
@@ -84,13 +83,15 @@ def _prod_rows(env: LakeEnv) -> int:
 def _attaches(monkeypatch) -> list[str]:
     """Record every workspace the `ducklake` resource resolves (a resolve precedes every attach)."""
     seen: list[str] = []
-    real = lake_resources.resolve
+    from dpone_dagster.lake.resolution import seam
+
+    real = seam.resolve  # the resource imports it from the seam when it resolves
 
     def recording(workspace, *args, **kwargs):
         seen.append(workspace)
         return real(workspace, *args, **kwargs)
 
-    monkeypatch.setattr(lake_resources, "resolve", recording)
+    monkeypatch.setattr(seam, "resolve", recording)
     return seen
 
 

@@ -35,8 +35,6 @@ from dpone_dagster.config import load_config
 from dpone_dagster.integration.dbt.reads import dbt_reads
 from dpone_dagster.integration.dbt.translator import table_of
 from dpone_dagster.integration.lake.resources import DuckLakeResource
-from dpone_dagster.lake.dbt_plugin import TARGETS_ENV, targets_to_env
-from dpone_dagster.lake.dbt_recording import DAGSTER_RECORDS, RECORDER_ENV
 from dpone_dagster.lake.resolution.plan import TableName
 from dpone_dagster.lake.resolution.reads import READS_ENV, reads_to_env
 
@@ -73,6 +71,9 @@ def dbt_subprocess_env(
 ) -> Iterator[None]:
     """Expose the deployment's workspace, `targets`, `reads` (None: every table, `lake/resolution/reads.py`)
     and `extra` (a None value: unset) to a dbt subprocess started inside the block only."""
+    from dpone_dagster.lake.dbt_plugin import TARGETS_ENV, targets_to_env  # dbt's adapter: only when dbt runs
+    from dpone_dagster.lake.dbt_recording import DAGSTER_RECORDS, RECORDER_ENV
+
     wanted: dict[str, str | None] = {
         READS_ENV: None if reads is None else reads_to_env(reads),
         WORKSPACE_ENV: ducklake.workspace_id,

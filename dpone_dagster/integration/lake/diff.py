@@ -32,9 +32,7 @@ from dpone_dagster.errors import DponeError
 from dpone_dagster.integration.binding import IN_PROCESS_ALONE_TAG
 from dpone_dagster.integration.lake.observations import LAKE_KIND, lake_table
 from dpone_dagster.integration.lake.resources import DuckLakeResource
-from dpone_dagster.lake.lifecycle.diff import fork_diff, fork_tables
 from dpone_dagster.lake.resolution.plan import TableName
-from dpone_dagster.lake.state.tracking import workspace_lake_view
 
 CHECK_NAME = "diff_against_parent"
 
@@ -59,6 +57,9 @@ def diff_check_results(ducklake: DuckLakeResource, keys: Iterable[AssetKey]) -> 
     for lake in sorted({lake for lake, _ in tables.values()}):
         mine = {k: t for k, (lk, t) in tables.items() if lk == lake}
         try:
+            from dpone_dagster.lake.lifecycle.diff import fork_diff, fork_tables
+            from dpone_dagster.lake.state.tracking import workspace_lake_view
+
             view = workspace_lake_view(workspace, lake, config)
         except DponeError as exc:
             results += [_result(k, False, f"no diff: [{exc.code}] {exc.message}") for k in mine]

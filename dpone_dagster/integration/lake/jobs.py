@@ -30,6 +30,8 @@ never changes the workspace anything is attached or written as.
 """
 
 # No `from __future__ import annotations`: Dagster reads the op's config annotation at runtime.
+from typing import TYPE_CHECKING
+
 from dagster import (
     Config,
     Failure,
@@ -55,7 +57,9 @@ from dpone_dagster.integration.binding import (
 )
 from dpone_dagster.integration.lake.observations import AssetKeys, fork_state_observations, location_asset_keys
 from dpone_dagster.integration.lake.resources import DuckLakeResource
-from dpone_dagster.workspaces.service import Workspaces
+
+if TYPE_CHECKING:  # the lake services load when a run uses them, never when a location loads
+    from dpone_dagster.workspaces.service import Workspaces
 
 _MAX_CHAIN = 64
 
@@ -91,6 +95,8 @@ def create_fork_op(context: OpExecutionContext, config: CreateForkConfig):
     try:
         bind_run(context.instance, context.run)
         parent = deployment_workspace()
+        from dpone_dagster.workspaces.service import Workspaces
+
         created = Workspaces(load_config()).create_fork(
             config.fork_id,
             parent,
@@ -132,7 +138,7 @@ def build_create_fork_job() -> JobDefinition:
     return create_fork_job
 
 
-def require_droppable_here(workspaces: Workspaces, workspace_id: str) -> None:
+def require_droppable_here(workspaces: "Workspaces", workspace_id: str) -> None:
     """Refuse to drop a workspace that is neither the deployment's own nor one of its descendants."""
     deployment = deployment_workspace()
     if deployment == ROOT_WORKSPACE or workspace_id == deployment:
@@ -155,6 +161,8 @@ def require_droppable_here(workspaces: Workspaces, workspace_id: str) -> None:
 def drop_fork_namespaces_op(context: OpExecutionContext, config: DropForkConfig) -> None:
     try:
         bind_run(context.instance, context.run)
+        from dpone_dagster.workspaces.service import Workspaces
+
         workspaces = Workspaces(load_config())
         require_droppable_here(workspaces, config.workspace_id)
         result = workspaces.drop(config.workspace_id, actor=config.actor)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dagster import AssetKey, AssetObservation, RepositoryDefinition
 from dagster._check import CheckError
@@ -24,7 +24,9 @@ from dagster._check import CheckError
 from dpone_dagster.errors import LakeError
 from dpone_dagster.integration.lake.resources import DuckLakeResource
 from dpone_dagster.lake.resolution.plan import TableName
-from dpone_dagster.lake.state.table_states import LakeTableStates
+
+if TYPE_CHECKING:  # the lake services load when a run uses them, never when a location loads
+    from dpone_dagster.lake.state.table_states import LakeTableStates
 
 LAKE_KIND = "ducklake"
 

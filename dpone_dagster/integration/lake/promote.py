@@ -18,7 +18,6 @@ from dagster import AssetMaterialization, Config, Failure, JobDefinition, OpExec
 from dpone_dagster.config import load_config
 from dpone_dagster.errors import DponeError
 from dpone_dagster.integration.binding import bind_run, workspace_tags
-from dpone_dagster.lake.lifecycle.promote import promote
 from dpone_dagster.lake.resolution.plan import TableName
 
 
@@ -33,6 +32,8 @@ class PromoteForkConfig(Config):
 def promote_fork_tables_op(context: OpExecutionContext, config: PromoteForkConfig):
     try:
         bind_run(context.instance, context.run)
+        from dpone_dagster.lake.lifecycle.promote import promote
+
         result = promote(config.fork, config.tables, config.diff_id, lake=config.lake, config=load_config())
     except DponeError as exc:
         raise Failure(description=str(exc), metadata={"code": exc.code}) from None

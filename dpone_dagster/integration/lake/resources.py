@@ -19,23 +19,18 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from functools import cache
+from typing import TYPE_CHECKING
 
 from dagster import ConfigurableResource, InitResourceContext, get_dagster_logger
 from pydantic import PrivateAttr
 
 from dpone_dagster.config import DponeConfig, load_config
 from dpone_dagster.integration.binding import WorkspaceNotThisDeploymentError, bind_run, deployment_workspace
-from dpone_dagster.lake import duck
-from dpone_dagster.lake.guard.connection import GuardedConnection
-from dpone_dagster.lake.guard.statement import quote_ident
-from dpone_dagster.lake.resolution.apply import ResolvedLake
 from dpone_dagster.lake.resolution.naming import lake_alias
-from dpone_dagster.lake.resolution.pins import LIVE, PINNED, pins
-from dpone_dagster.lake.resolution.plan import TableName
-from dpone_dagster.lake.resolution.seam import resolve
-from dpone_dagster.lake.state.built_tables import record_built_table
-from dpone_dagster.lake.state.table_states import LakeTableStates, lake_table_states
-from dpone_dagster.lake.state.tracking import fork_namespace, fork_state
+
+if TYPE_CHECKING:  # the lake services are imported when a run uses them, never when a location loads
+    from dpone_dagster.lake.resolution.apply import ResolvedLake
+    from dpone_dagster.lake.state.table_states import LakeTableStates
 
 
 class DuckLakeResource(ConfigurableResource):
@@ -71,14 +66,22 @@ class DuckLakeResource(ConfigurableResource):
         self, lake: str = "main", targets: Sequence[str] = (), reads: Sequence[str] | None = None
     ) -> ResolvedLake:
         """`reads`: the tables the asset reads (a fork then defers only those; None = every table)."""
+        from dpone_dagster.lake.resolution.seam import resolve
+
         return resolve(self.workspace_id, lake, config=self._config(), targets=targets, reads=reads)
 
     def table_states(self, lake: str = "main") -> LakeTableStates:
         """Every table's `fork_state` and snapshot id in this workspace's lake (control store only)."""
+        from dpone_dagster.lake.state.table_states import lake_table_states
+
         return lake_table_states(self.workspace_id, lake, self._config())
 
     @contextmanager
     def connect(self, lake: str = "main", targets: Sequence[str] = (), reads: Sequence[str] | None = None) -> Iterator:
+        from dpone_dagster.lake import duck
+        from dpone_dagster.lake.guard.connection import GuardedConnection
+        from dpone_dagster.lake.guard.statement import quote_ident
+
         resolved = self.resolve(lake, targets, reads)
         conn = duck.connect()
         try:
@@ -104,6 +107,11 @@ class DuckLakeResource(ConfigurableResource):
 
         `partition_by` names the partition column of a partitioned table; `physical` is the table
         actually written when it is not `table` (a fork's `<table>__fork`, see `lake/resolution/partitions.py`)."""
+        from dpone_dagster.lake.resolution.pins import LIVE, PINNED, pins
+        from dpone_dagster.lake.resolution.plan import TableName
+        from dpone_dagster.lake.state.built_tables import record_built_table
+        from dpone_dagster.lake.state.tracking import fork_namespace, fork_state
+
         name = TableName.parse(table)
         config = self._config()
         workspace = self.workspace_id

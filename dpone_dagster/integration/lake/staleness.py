@@ -16,6 +16,7 @@ answers from the control store and names the problem in its metadata.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from dagster import (
     AssetCheckKey,
@@ -32,7 +33,9 @@ from dpone_dagster.integration.binding import IN_PROCESS_ALONE_TAG
 from dpone_dagster.integration.lake.observations import LAKE_KIND, lake_table
 from dpone_dagster.integration.lake.resources import DuckLakeResource
 from dpone_dagster.lake.resolution.plan import TableName
-from dpone_dagster.lake.state.staleness import LakeStaleness, lake_staleness
+
+if TYPE_CHECKING:  # the lake services load when a run uses them, never when a location loads
+    from dpone_dagster.lake.state.staleness import LakeStaleness
 
 CHECK_NAME = "fork_staleness"
 
@@ -51,6 +54,8 @@ def staleness_check_results(
     """One WARN-severity result per key (`passed=False` when stale), one staleness read per lake."""
     tables: dict[AssetKey, tuple[str, TableName]] = {k: t for k in keys if (t := lake_table(k)) is not None}
     deps = deps or {}
+    from dpone_dagster.lake.state.staleness import lake_staleness
+
     reports: dict[str, LakeStaleness] = {}
     for lake in sorted({lake for lake, _ in tables.values()}):
         upstreams: dict[TableName, list[TableName]] = {}
