@@ -92,8 +92,21 @@ class _SyntheticFile(io.RawIOBase):
 
 def _block(size: int = 1024 * 1024) -> bytes:
     rng = random.Random(1729)
-    words = ["select", "insert", "orders", "customer_id", "amount_cents", "status", "flow_marts", "where", "group", "by"]
-    words += ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz_") for _ in range(rng.randint(3, 12))) for _ in range(2000)]
+    words = [
+        "select",
+        "insert",
+        "orders",
+        "customer_id",
+        "amount_cents",
+        "status",
+        "flow_marts",
+        "where",
+        "group",
+        "by",
+    ]
+    words += [
+        "".join(rng.choice("abcdefghijklmnopqrstuvwxyz_") for _ in range(rng.randint(3, 12))) for _ in range(2000)
+    ]
     out = bytearray()
     while len(out) < size:
         out += (" ".join(rng.choice(words) for _ in range(12)) + f" {rng.randint(0, 10**9)};\n").encode()

@@ -24,7 +24,10 @@ def _verification_rows() -> list[dict[str, object]]:
     grant_bytes, signatures = authority.signed()
     source = synthetic_source()
     verifier = authority.ports.signatures
-    keys = [(bytes.fromhex(authority.policy.signer(s.key_id).public_key), bytes.fromhex(s.signature)) for s in signatures.signatures]
+    keys = [
+        (bytes.fromhex(authority.policy.signer(s.key_id).public_key), bytes.fromhex(s.signature))
+        for s in signatures.signatures
+    ]
     payload = signing_payload(grant_bytes)
 
     def raw_signatures() -> None:
@@ -32,7 +35,9 @@ def _verification_rows() -> list[dict[str, object]]:
             verifier.verify(public_key, signature, payload)
 
     def full_verification() -> None:
-        verify_grant(grant_bytes, signatures, pinned_policy_digest=authority.policy_digest, source=source, ports=authority.ports)
+        verify_grant(
+            grant_bytes, signatures, pinned_policy_digest=authority.policy_digest, source=source, ports=authority.ports
+        )
 
     return [
         ratio_row(
@@ -87,4 +92,6 @@ def run() -> list[dict[str, object]]:
 
 if __name__ == "__main__":
     for row in run():
-        print(f"{row['ratio']:8.2f}x  {row['measured_s'] * 1e6:10.1f} us vs {row['baseline_s'] * 1e6:10.1f} us  {row['name']}  [{row['goal']}]")
+        print(
+            f"{row['ratio']:8.2f}x  {row['measured_s'] * 1e6:10.1f} us vs {row['baseline_s'] * 1e6:10.1f} us  {row['name']}  [{row['goal']}]"
+        )

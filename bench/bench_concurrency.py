@@ -38,33 +38,41 @@ def run() -> list[dict[str, object]]:
     with tempfile.TemporaryDirectory(prefix="dpone-bench-conc-") as tmp:
         report = Path(tmp) / "report.json"
         done = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
-             "tests/scale/test_concurrency.py"],
-            cwd=ROOT, env={**os.environ, "DPONE_CONCURRENCY_REPORT": str(report)},
-            capture_output=True, text=True,
+            [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "tests/scale/test_concurrency.py"],
+            cwd=ROOT,
+            env={**os.environ, "DPONE_CONCURRENCY_REPORT": str(report)},
+            capture_output=True,
+            text=True,
         )
         failed = done.returncode != 0 or not report.exists()
         timings = {} if failed else json.loads(report.read_text(encoding="utf-8"))
     load_after = _load()
     if failed:
-        return [{
-            "name": NAME, "goal": "0 failures", "met": False,
-            "note": "failed: " + (done.stdout.strip().splitlines() or ["no output"])[-1][:120]
-            + f"; {load_before} at start, {load_after} at end",
-        }]
+        return [
+            {
+                "name": NAME,
+                "goal": "0 failures",
+                "met": False,
+                "note": "failed: "
+                + (done.stdout.strip().splitlines() or ["no output"])[-1][:120]
+                + f"; {load_before} at start, {load_after} at end",
+            }
+        ]
     concurrent, sequential = timings["concurrent_s"], timings["sequential_s"]
     ratio = sequential / concurrent  # throughput ratio: (9/concurrent) / (9/sequential)
-    return [{
-        "name": NAME,
-        "baseline_s": sequential,
-        "measured_s": concurrent,
-        "ratio": ratio,
-        "goal": "0 failures (throughput ratio reported)",
-        "met": True,
-        "note": (
-            f"{RUNS * 60 / concurrent:.1f} runs/min at once vs {RUNS * 60 / sequential:.1f} one after "
-            f"another (ratio = throughput gain); 0 failures in {2 * RUNS} runs; all nine overlapped: "
-            f"{timings['all_nine_overlapped']} (starts spread {timings['run_start_spread_s']} s); "
-            f"{load_before} at start, {load_after} at end"
-        ),
-    }]
+    return [
+        {
+            "name": NAME,
+            "baseline_s": sequential,
+            "measured_s": concurrent,
+            "ratio": ratio,
+            "goal": "0 failures (throughput ratio reported)",
+            "met": True,
+            "note": (
+                f"{RUNS * 60 / concurrent:.1f} runs/min at once vs {RUNS * 60 / sequential:.1f} one after "
+                f"another (ratio = throughput gain); 0 failures in {2 * RUNS} runs; all nine overlapped: "
+                f"{timings['all_nine_overlapped']} (starts spread {timings['run_start_spread_s']} s); "
+                f"{load_before} at start, {load_after} at end"
+            ),
+        }
+    ]

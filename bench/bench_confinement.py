@@ -26,9 +26,17 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 MODEL_KEY = "main/marts/daily_revenue"
 PROD_KEYS = tuple(
-    f"main/{name}" for name in (
-        "raw/raw_customers", "raw/raw_orders", "raw/raw_payments", "staging/stg_customers", "staging/stg_orders",
-        "staging/stg_payments", "marts/fct_orders", "marts/daily_revenue", "marts/customer_lifetime_value",
+    f"main/{name}"
+    for name in (
+        "raw/raw_customers",
+        "raw/raw_orders",
+        "raw/raw_payments",
+        "staging/stg_customers",
+        "staging/stg_orders",
+        "staging/stg_payments",
+        "marts/fct_orders",
+        "marts/daily_revenue",
+        "marts/customer_lifetime_value",
         "marts/dim_customers_scd2",
     )
 )
@@ -96,7 +104,10 @@ def rows(result: dict) -> list[dict[str, object]]:
         start, end = result["loads"][phase]
         spread = "/".join(" ".join(f"{t:.1f}" for t in runs[side]) for side in ("baseline", "measured"))
         row = ratio_row(
-            f"confinement overhead: fork job, {label}", baseline, measured, f"<= {GOAL}x",
+            f"confinement overhead: fork job, {label}",
+            baseline,
+            measured,
+            f"<= {GOAL}x",
             f"dagster asset materialize {MODEL_KEY} in a fork, launcher vs direct; runs (s) {spread}; "
             f"median of paired ratios {paired:.3f}x; load avg {start:.2f} -> {end:.2f}",
         )

@@ -21,6 +21,7 @@ GOAL = 0.5
 def run() -> list[dict[str, object]]:
     directory = Path(tempfile.mkdtemp(prefix="dpone-bench-duck-"))
     try:
+
         def opened(extensions):
             return lambda: connect(extensions=extensions, extension_directory=directory).close()
 

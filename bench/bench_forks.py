@@ -114,8 +114,14 @@ def _parent(config: DponeConfig, conn, rows: int, tables: int = 1) -> int:
     _reset(conn)
     for name in names:
         record_materialization(
-            "prod", "main", "main", name, status="materialized", snapshot_id=1,
-            columns=[("x", "DOUBLE")], config=config,
+            "prod",
+            "main",
+            "main",
+            name,
+            status="materialized",
+            snapshot_id=1,
+            columns=[("x", "DOUBLE")],
+            config=config,
         )
     storage = Path(config.lake("main").data_path)
     return sum(p.stat().st_size for p in storage.rglob("*") if p.is_file())
@@ -175,13 +181,16 @@ def _size_rows(work: Path, conn) -> list[dict[str, object]]:
     return [
         _row(
             f"fork create + first resolution: {_size(large_bytes)} parent vs {_size(small_bytes)} parent",
-            small_s, large_s, ("<=", 1.1),
-            "create = control-store rows, resolution = plan + new fork catalog + READ_ONLY parent + 1 view; "
-            + _load(),
+            small_s,
+            large_s,
+            ("<=", 1.1),
+            "create = control-store rows, resolution = plan + new fork catalog + READ_ONLY parent + 1 view; " + _load(),
         ),
         _row(
             f"fork create + first resolution vs a full copy of the {_size(large_bytes)} parent",
-            copy_s, large_s, ("<=", 0.01),
+            copy_s,
+            large_s,
+            ("<=", 0.01),
             f"goal = >= 100x faster; the copy is {copy_s / large_s:.0f}x slower "
             "(CREATE TABLE AS SELECT of the parent into a new lake)",
         ),
@@ -277,21 +286,30 @@ def _chain_rows(work: Path, conn) -> list[dict[str, object]]:
         _trips_row(config),
         _row(
             f"resolution, {VIEW_COUNT} deferred tables, 3-deep chain (first: creates views) vs its ATTACHes alone",
-            first_attach_s, first_s, ("<=", 1.5),
+            first_attach_s,
+            first_s,
+            ("<=", 1.5),
             f"the {len(wanted)} views alone, in one transaction, take {views_s * 1000:.0f} ms "
             f"({views_s / len(wanted) * 1000:.2f} ms each: DuckLake DDL + one catalog commit) = "
             f"{views_share:.1f}x the {first_attach_s * 1000:.0f} ms of ATTACHes"
-            + (", so <= 1.5x is out of reach while each deferred table is a catalog view; paid once per fork"
-               if views_share > 0.5 else ""),
+            + (
+                ", so <= 1.5x is out of reach while each deferred table is a catalog view; paid once per fork"
+                if views_share > 0.5
+                else ""
+            ),
         ),
         _row(
             f"resolution, {VIEW_COUNT} deferred tables, 3-deep chain (steady: views live) vs its ATTACHes alone",
-            attach_s, steady_s, ("<=", 1.5),
+            attach_s,
+            steady_s,
+            ("<=", 1.5),
             "plan (3 control-store queries) + ATTACHes + live views read from the attached catalog; " + _load(),
         ),
         _row(
             f"floor: {len(wanted)} trivial CREATE VIEWs in an in-memory DuckDB vs the first resolution's ATTACHes",
-            first_attach_s, memory_s, None,
+            first_attach_s,
+            memory_s,
+            None,
             "DuckDB's own per-statement DDL cost, no DuckLake catalog: ATTACHes + these views = "
             f"{1 + memory_s / first_attach_s:.1f}x the ATTACHes"
             + (" (above the 1.5x goal before DuckLake adds anything)" if memory_s > 0.5 * first_attach_s else ""),
@@ -304,7 +322,9 @@ def _timed_on_fresh_fork(conn, resolved: ResolvedLake, action: Callable[[], None
     """Best time of `action` with `resolved`'s ancestors and a new, empty fork catalog attached."""
     best = float("inf")
     for run in range(repeats):
-        fresh = resolved.target.render(redact=False).replace(".ducklake'", f"_x{run}_{time.monotonic_ns()}.ducklake'", 1)
+        fresh = resolved.target.render(redact=False).replace(
+            ".ducklake'", f"_x{run}_{time.monotonic_ns()}.ducklake'", 1
+        )
         conn.execute(fresh)
         _run_all(conn, [s for a in resolved.ancestors for s in a.statements])
         start = time.perf_counter()
@@ -352,7 +372,9 @@ def _autocommit_row(conn, resolved: ResolvedLake, wanted: tuple[DeferView, ...])
     autocommit_s = _timed_on_fresh_fork(conn, resolved, autocommitted, repeats=2)
     return _row(
         f"{len(sqls)} defer views one autocommitted statement each vs one transaction",
-        transaction_s, autocommit_s, (">=", 10),
+        transaction_s,
+        autocommit_s,
+        (">=", 10),
         "each autocommitted statement is a DuckLake catalog commit; resolution uses one transaction",
     )
 
@@ -375,7 +397,9 @@ def _read_row(work: Path, conn) -> dict[str, object]:
         fork_s = min(fork_s, read_in("wm-fork-read"))
     return _row(
         "deferred read through the fork's view vs the same read on the parent",
-        parent_s, fork_s, ("<=", 1.05),
+        parent_s,
+        fork_s,
+        ("<=", 1.05),
         f"{LARGE_ROWS:,} rows; the parent reads its own attach, the fork a view over a READ_ONLY one "
         "(same plan: the filter reaches the DuckLake scan through the view)",
     )

@@ -34,7 +34,7 @@ STATEMENTS = [
     "as amount from orders left join order_payments on orders.order_id = order_payments.order_id)",
     "select table_catalog, table_schema, table_name, table_type from information_schema.tables "
     "where table_schema ilike 'marts' and table_catalog ilike 'lake_main'",
-    "insert into \"lake_main\".\"raw\".\"raw_orders\" (id, user_id, order_date, status) values "
+    'insert into "lake_main"."raw"."raw_orders" (id, user_id, order_date, status) values '
     + ", ".join(f"({i}, {i % 7}, '2024-01-{1 + i % 28:02d}', 'completed')" for i in range(40)),
 ]
 
@@ -65,7 +65,9 @@ def run() -> list[dict[str, object]]:
         own.mkdir(parents=True)
         statements = [*STATEMENTS, f"COPY (SELECT 1 AS id) TO '{own}/export.parquet' (FORMAT parquet)"]
         ancestors = frozenset({"__wm_dl_main_prod_01234567", "__ducklake_metadata___wm_dl_main_prod_01234567"})
-        now = SqlGuard("lake_main", True, ancestors, FileRules((str(own),)), frozenset({"__ducklake_metadata_lake_main"}))
+        now = SqlGuard(
+            "lake_main", True, ancestors, FileRules((str(own),)), frozenset({"__ducklake_metadata_lake_main"})
+        )
         base = _base_guard(Path(folder))("lake_main", True, ancestors)
         base_s = now_s = float("inf")
         for _ in range(9):  # interleaved, so a busy machine slows both alike

@@ -68,7 +68,10 @@ def run() -> list[dict[str, object]]:
                 timings[name].append(load_seconds(modules, env))
     medians = {name: statistics.median(values) for name, values in timings.items()}
     rows = []
-    for name, label in (("location", "code location load (all domains)"), ("dbt_domain", "dbt + lake domain defs load")):
+    for name, label in (
+        ("location", "code location load (all domains)"),
+        ("dbt_domain", "dbt + lake domain defs load"),
+    ):
         ratio = medians[name] / medians["bare"]
         rows.append(
             {

@@ -115,11 +115,19 @@ def _synthetic_project(work: Path) -> Project:
     root = work / "p10"
     dbt_dir = root / "dbt"
     shutil.copytree(
-        REPO_ROOT / "dbt_project_synthetic", dbt_dir, ignore=shutil.ignore_patterns("target", "logs", ".dpone", "dbt_packages")
+        REPO_ROOT / "dbt_project_synthetic",
+        dbt_dir,
+        ignore=shutil.ignore_patterns("target", "logs", ".dpone", "dbt_packages"),
     )
     (root / "dpone.yaml").write_text("dbt_project_dir: dbt\n", encoding="utf-8")
     return Project(
-        10, root, dbt_dir, "dbt_project_synthetic", "daily_revenue", "marts", ("staging.stg_payments",),
+        10,
+        root,
+        dbt_dir,
+        "dbt_project_synthetic",
+        "daily_revenue",
+        "marts",
+        ("staging.stg_payments",),
         "sum(amount) as net_amount",
     )
 
@@ -186,7 +194,9 @@ def _prepare(project: Project, work: Path) -> Path:
     dev.mkdir()
     (work / "profiles").mkdir()
     (work / "profiles" / "profiles.yml").write_text(
-        _PROFILE.format(profile=project.profile, dev=dev, prod_catalog=catalog.removeprefix("duckdb:"), prod_data=data_path)
+        _PROFILE.format(
+            profile=project.profile, dev=dev, prod_catalog=catalog.removeprefix("duckdb:"), prod_data=data_path
+        )
     )
     return state
 
@@ -203,22 +213,50 @@ def _commands(project: Project, work: Path, state: Path) -> dict[str, Callable[[
 
     def baseline() -> float:
         return _run(
-            [dbt, "build", "--select", project.model, "--defer", "--state", str(state), *common,
-             "--profiles-dir", str(work / "profiles"), "--target-path", str(work / "target_dev")],
+            [
+                dbt,
+                "build",
+                "--select",
+                project.model,
+                "--defer",
+                "--state",
+                str(state),
+                *common,
+                "--profiles-dir",
+                str(work / "profiles"),
+                "--target-path",
+                str(work / "target_dev"),
+            ],
             _env(project, work),
         )
 
     def plugin() -> float:
         return _run(
-            [dbt, "build", "--select", project.model, *common, "--profiles-dir", str(project.dbt_dir),
-             "--target-path", str(work / "target_plugin")],
+            [
+                dbt,
+                "build",
+                "--select",
+                project.model,
+                *common,
+                "--profiles-dir",
+                str(project.dbt_dir),
+                "--target-path",
+                str(work / "target_plugin"),
+            ],
             plugin_env,
         )
 
     def materialize() -> float:
         return _run(
-            [str(BIN / "dagster"), "asset", "materialize", "-m", "dpone_dagster.definitions",
-             "--select", "/".join(project.key)],
+            [
+                str(BIN / "dagster"),
+                "asset",
+                "materialize",
+                "-m",
+                "dpone_dagster.definitions",
+                "--select",
+                "/".join(project.key),
+            ],
             fork,
         )
 
@@ -281,7 +319,9 @@ def _sqlmesh(project: Project, work: Path) -> tuple[Callable[[], float], Path] |
         return None
     copy = work / "sqlmesh" / "project"
     shutil.copytree(project.dbt_dir, copy, ignore=shutil.ignore_patterns("target", "logs", ".dpone", "flows"))
-    (copy / "profiles.yml").write_text(_SQLMESH_PROFILE.format(profile=project.profile, warehouse=work / "sqlmesh" / "warehouse.duckdb"))
+    (copy / "profiles.yml").write_text(
+        _SQLMESH_PROFILE.format(profile=project.profile, warehouse=work / "sqlmesh" / "warehouse.duckdb")
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DPONE_", "DAGSTER_", "VIRTUAL_ENV"))}
     _run([executable, "init", "-t", "dbt"], env, cwd=copy)
     _run([executable, "plan", "--auto-apply", "--no-prompts"], env, cwd=copy)  # prod: built once, not timed
@@ -307,11 +347,16 @@ def measure(project: Project, work: Path, with_ui: bool = True) -> dict[str, lis
         env = _env(project, work, FORK)
         shown = subprocess.run(
             [str(BIN / "dpone"), "dev", "-m", "dpone_dagster.definitions", "--dry-run", "--json"],
-            env=env, capture_output=True, text=True, check=True,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout
         # dbt may log a line before the JSON (a project without partitioned models warns on the selector)
-        home = Path(json.loads(shown[shown.index("\n{") + 1 if not shown.startswith("{") else 0:])["dagster_home"])
-        server_cm = running_webserver(session_workspace(home / "workspace.yaml"), dagster_home=home, env=env, inherit_env=False)
+        home = Path(json.loads(shown[shown.index("\n{") + 1 if not shown.startswith("{") else 0 :])["dagster_home"])
+        server_cm = running_webserver(
+            session_workspace(home / "workspace.yaml"), dagster_home=home, env=env, inherit_env=False
+        )
         server = server_cm.__enter__()
 
         def graphql() -> float:
@@ -349,7 +394,9 @@ def rows_from(project: Project, times: dict[str, list[float]]) -> list[dict[str,
         measured = statistics.median(times[key])
         row = ratio_row(
             f"peers, {project.models} models, edited {project.model}: {LABELS[key]} vs dbt build --defer",
-            base, measured, f"<= {goal}x",
+            base,
+            measured,
+            f"<= {goal}x",
             f"median of {len(times[key])}, edited before each run; load average {load:.1f} on {os.cpu_count()} cores",
         )
         row["met"] = measured / base <= goal

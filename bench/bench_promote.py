@@ -63,7 +63,9 @@ def _build_sql(i: int, salt: int) -> str:
     )
 
 
-def _build(config: DponeConfig, workspace: str, selects: dict[str, str], columns: list[tuple[str, str]]) -> dict[str, int]:
+def _build(
+    config: DponeConfig, workspace: str, selects: dict[str, str], columns: list[tuple[str, str]]
+) -> dict[str, int]:
     """Build each `name: SELECT` as `workspace` in one transaction and record it, as a managed
     materialize would; returns the parquet bytes each table holds."""
     resolved = resolve(workspace, config=config, targets=list(selects))
@@ -74,14 +76,23 @@ def _build(config: DponeConfig, workspace: str, selects: dict[str, str], columns
             conn.execute(f"CREATE OR REPLACE TABLE lake_main.main.{name} AS {select}")
         conn.execute("COMMIT")
         snapshot = conn.execute("SELECT max(snapshot_id) FROM lake_main.snapshots()").fetchone()[0]
-        written = dict(conn.execute("SELECT table_name, file_size_bytes FROM ducklake_table_info('lake_main')").fetchall())
+        written = dict(
+            conn.execute("SELECT table_name, file_size_bytes FROM ducklake_table_info('lake_main')").fetchall()
+        )
         read = fork_session_snapshots(conn, workspace, "main", config)
     finally:
         conn.close()
     for name in selects:
         record_materialization(
-            workspace, "main", "main", name, status="materialized", snapshot_id=snapshot,
-            columns=columns, config=config, built_from=read,
+            workspace,
+            "main",
+            "main",
+            name,
+            status="materialized",
+            snapshot_id=snapshot,
+            columns=columns,
+            config=config,
+            built_from=read,
         )
     return {name: int(written.get(name, 0)) for name in selects}
 
@@ -105,8 +116,14 @@ def _setup(config: DponeConfig) -> None:
     finally:
         conn.close()
     record_materialization(
-        "prod", "main", "main", "events", status="materialized", snapshot_id=snapshot,
-        columns=[("k", "BIGINT"), ("x", "DOUBLE"), ("y", "DOUBLE")], config=config,
+        "prod",
+        "main",
+        "main",
+        "events",
+        status="materialized",
+        snapshot_id=snapshot,
+        columns=[("k", "BIGINT"), ("x", "DOUBLE"), ("y", "DOUBLE")],
+        config=config,
     )
 
 
@@ -173,7 +190,9 @@ def _size_rows(work: Path) -> list[dict[str, object]]:
     for round_ in range(ROUNDS):
         fork = f"wm-fork-size-{round_}"
         service.create_fork(fork, "prod", owner="bench")
-        written = _sized_tables(_config(work, fork), fork, {"small": SMALL_MB, "large": LARGE_MB, "large_copy": LARGE_MB})
+        written = _sized_tables(
+            _config(work, fork), fork, {"small": SMALL_MB, "large": LARGE_MB, "large_copy": LARGE_MB}
+        )
         timings = {
             "small": _timed_promotion(work, fork, "small"),
             "large": _timed_promotion(work, fork, "large"),

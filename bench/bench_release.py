@@ -56,7 +56,9 @@ def _target() -> SyntheticTarget:
 def _verification_row() -> dict[str, object]:
     line = b"select 1 as synthetic_value -- padding to a realistic SQL file size\n"
     big = (line * (SOURCE_FILE_BYTES // len(line) + 1))[:SOURCE_FILE_BYTES]
-    edit = {f"flows/transfer/sql/bulk_{index:02d}.sql": big[:-8] + f"{index:08d}".encode() for index in range(SOURCE_FILES)}
+    edit = {
+        f"flows/transfer/sql/bulk_{index:02d}.sql": big[:-8] + f"{index:08d}".encode() for index in range(SOURCE_FILES)
+    }
     release = synthetic_release(_target(), edit=edit, max_source_bytes=64 * 1024 * 1024)
     members = dict(release.bundle.members)
     total = sum(len(data) for data in members.values())
@@ -81,7 +83,9 @@ def _verification_row() -> dict[str, object]:
 
 def _delivery_seconds(scale: int) -> float:
     models = {f"model_{index:05d}": f"marts.table_{index:05d}" for index in range(BASE_MODELS * scale)}
-    workloads = {f"flow_{index:05d}": ((f"raw.flow_{index:05d}",), ("prepare",)) for index in range(BASE_WORKLOADS * scale)}
+    workloads = {
+        f"flow_{index:05d}": ((f"raw.flow_{index:05d}",), ("prepare",)) for index in range(BASE_WORKLOADS * scale)
+    }
 
     def deliver() -> None:
         target = _target()
@@ -95,7 +99,11 @@ def _delivery_seconds(scale: int) -> float:
                 admission=target.issuer,
             )
             cache = ReleaseCache(root / "cache", admission=target.issuer, clock=target.clock)
-            cache.materialize(release.bundle, authority=release.authority, receipt=target.materialization(release.bundle, release.authority))
+            cache.materialize(
+                release.bundle,
+                authority=release.authority,
+                receipt=target.materialization(release.bundle, release.authority),
+            )
         finally:
             shutil.rmtree(root, ignore_errors=True)
 
@@ -143,7 +151,9 @@ def _determinism_row(runs: int = DETERMINISM_RUNS) -> dict[str, object]:
                 stage = work / f"stage-{run}"
                 stage.mkdir()
                 start = time.perf_counter()
-                bundle = compose_real(tree, native, work / f"state-{run}", target=SyntheticTarget(), work_dir=stage).bundle
+                bundle = compose_real(
+                    tree, native, work / f"state-{run}", target=SyntheticTarget(), work_dir=stage
+                ).bundle
                 compose_seconds.append(time.perf_counter() - start)
                 trees.append(release_tree(bundle))
         full_seconds = []
@@ -176,4 +186,6 @@ def run() -> list[dict[str, object]]:
 
 if __name__ == "__main__":
     for row in run():
-        print(f"{row['ratio']:8.3g}x  {row['measured_s']:9.3f} s vs {row['baseline_s']:9.3f} s  {row['name']}  [{row['goal']}]")
+        print(
+            f"{row['ratio']:8.3g}x  {row['measured_s']:9.3f} s vs {row['baseline_s']:9.3f} s  {row['name']}  [{row['goal']}]"
+        )

@@ -44,11 +44,13 @@ BASE_MODELS = int(os.environ.get("BENCH_SCALE_BASE_MODELS", 100))
 WORKLOADS = int(os.environ.get("BENCH_SCALE_WORKLOADS", 10_000))
 ROUNDS = int(os.environ.get("BENCH_SCALE_ROUNDS", 3))
 # Which row families to run: any of location, forks, release (comma-separated); all by default.
-PARTS = tuple(p.strip() for p in os.environ.get("BENCH_SCALE_PARTS", "location,forks,release,delivery").split(",") if p.strip())
+PARTS = tuple(
+    p.strip() for p in os.environ.get("BENCH_SCALE_PARTS", "location,forks,release,delivery").split(",") if p.strip()
+)
 SEED = 1
 PEAK_LIMIT_MB = 1024
 
-BARE_LOCATION = '''
+BARE_LOCATION = """
 import os
 from pathlib import Path
 from dagster import AssetExecutionContext, Definitions
@@ -63,7 +65,7 @@ def bare_dbt_assets(context: AssetExecutionContext, dbt: DbtCliResource):
 
 
 defs = Definitions(assets=[bare_dbt_assets], resources={"dbt": DbtCliResource(project_dir=project)})
-'''
+"""
 
 _LOAD_TIMER = """
 import importlib, json, time
@@ -137,7 +139,9 @@ def child_env(root: Path, state: Path, extra_path: Path | None = None) -> dict[s
     """The environment of a process that loads the generated project at `root` with state in `state`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DPONE_", "DAGSTER_"))}
     env.update({"DPONE_PROJECT_ROOT": str(root), "DPONE_STATE_DIR": str(state)})
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), str(extra_path or ""), os.environ.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(REPO_ROOT), str(extra_path or ""), os.environ.get("PYTHONPATH")])
+    )
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     return env
 
@@ -185,7 +189,10 @@ def _location_rows(root: Path, work: Path) -> list[dict[str, object]]:
     rows = [
         _row(
             f"code-location load, {MODELS} models: dpone location vs bare dagster-dbt",
-            bare, dpone, "<=", 1.5,
+            bare,
+            dpone,
+            "<=",
+            1.5,
             f"median of {ROUNDS}, fresh process each, rounds alternating, manifest prepared ({parse_s:.0f} s dbt parse "
             f"once, not timed); CPU seconds (less skewed by other load) {cpu['dpone']:.2f} vs {cpu['bare']:.2f} = "
             f"{cpu['dpone'] / cpu['bare']:.2f}x; "
@@ -197,8 +204,13 @@ def _location_rows(root: Path, work: Path) -> list[dict[str, object]]:
         )
     ]
     workspaces: dict[str, str] = {}
-    for name, entry in (("bare", f"python_file: {{relative_path: {work / 'bare_scale_location.py'}, attribute: defs, location_name: bare}}"),
-                        ("dpone", "python_module: {module_name: dpone_dagster.definitions, attribute: defs, location_name: dpone}")):
+    for name, entry in (
+        (
+            "bare",
+            f"python_file: {{relative_path: {work / 'bare_scale_location.py'}, attribute: defs, location_name: bare}}",
+        ),
+        ("dpone", "python_module: {module_name: dpone_dagster.definitions, attribute: defs, location_name: dpone}"),
+    ):
         workspace = work / f"{name}_workspace.yaml"
         workspace.write_text(f"load_from:\n  - {entry}\n", encoding="utf-8")
         workspaces[name] = str(workspace)
@@ -208,7 +220,10 @@ def _location_rows(root: Path, work: Path) -> list[dict[str, object]]:
     rows.append(
         _row(
             f"asset-graph GraphQL query (lineage page), {MODELS} models: dpone vs bare dagster-dbt",
-            graph["bare"]["seconds"], graph["dpone"]["seconds"], "<=", 1.5,
+            graph["bare"]["seconds"],
+            graph["dpone"]["seconds"],
+            "<=",
+            1.5,
             f"best of {query_rounds} after a warm-up, rounds alternating between the two locations, each behind "
             f"its own code server (medians {medians['dpone']:.3f} s / {medians['bare']:.3f} s); "
             f"nodes: dpone {graph['dpone']['nodes']}, bare {graph['bare']['nodes']}; " + _load_note(),
@@ -268,7 +283,10 @@ def _release_rows(work: Path) -> list[dict[str, object]]:
     return [
         _row(
             f"native compile + compose + publish + install: {MODELS} models vs {BASE_MODELS} (+ 1/10 as many flows)",
-            small["seconds"], large["seconds"], "<=", 12,
+            small["seconds"],
+            large["seconds"],
+            "<=",
+            12,
             f"child process each; peak RSS {small['peak_mb']:.0f} / {large['peak_mb']:.0f} MB (the dbt compile "
             "runs in its own worker, not counted); " + _load_note(),
         ),
@@ -299,14 +317,18 @@ def _delivery_rows(work: Path) -> list[dict[str, object]]:
     runs = {}
     for label, workloads in (("base", WORKLOADS // 10), ("max", WORKLOADS)):
         (work / label).mkdir(parents=True, exist_ok=True)
-        runs[label] = run_child(_DELIVERY_CHILD, env, str(BASE_MODELS), str(workloads - BASE_MODELS), str(work / label), timeout=7200)
+        runs[label] = run_child(
+            _DELIVERY_CHILD, env, str(BASE_MODELS), str(workloads - BASE_MODELS), str(work / label), timeout=7200
+        )
     base, most = runs["base"], runs["max"]
 
     def total(run: dict) -> float:
         return sum(float(run.get(stage, 0.0)) for stage in ("compose_s", "publish_s", "install_s"))
 
     def stages(run: dict) -> str:
-        done = ", ".join(f"{stage[:-2]} {run[stage]:.1f} s" for stage in ("compose_s", "publish_s", "install_s") if stage in run)
+        done = ", ".join(
+            f"{stage[:-2]} {run[stage]:.1f} s" for stage in ("compose_s", "publish_s", "install_s") if stage in run
+        )
         return f"{done}; {run.get('members', '?')} members, paged parent: {run.get('paged', '?')}" + (
             f"; stopped: {run['refusal']}" if "refusal" in run else ""
         )
@@ -315,7 +337,10 @@ def _delivery_rows(work: Path) -> list[dict[str, object]]:
     ratio_row = _row(
         f"delivery (compose + publish + install, fabricated constituents): {WORKLOADS} workloads vs {WORKLOADS // 10} "
         f"({BASE_MODELS} models + flows)",
-        total(base), total(most), "<=", 12,
+        total(base),
+        total(most),
+        "<=",
+        12,
         f"{WORKLOADS // 10}: {stages(base)} | {WORKLOADS}: {stages(most)}; inputs built untimed; " + _load_note(),
     )
     if not complete:
@@ -329,7 +354,9 @@ def _delivery_rows(work: Path) -> list[dict[str, object]]:
             "goal": f"completes, peak RSS <= {PEAK_LIMIT_MB} MiB: {'met' if peak_ok else 'NOT met'}",
             "met": peak_ok,
             "note": f"peak RSS (VmHWM, inputs included) {most['peak_mb']:.0f} MiB vs {base['peak_mb']:.0f} MiB at "
-            f"{WORKLOADS // 10}; " + ("" if complete else f"stopped: {most.get('refusal') or base.get('refusal')}; ") + _load_note(),
+            f"{WORKLOADS // 10}; "
+            + ("" if complete else f"stopped: {most.get('refusal') or base.get('refusal')}; ")
+            + _load_note(),
         },
     ]
 
@@ -339,10 +366,12 @@ def run() -> list[dict[str, object]]:
     try:
         root = generate(MODELS, MODELS // 10, SEED)  # the same project as the release row's large side
         rows: list[dict[str, object]] = []
-        parts = {"location": lambda: _location_rows(root, work / "location"),
-                 "forks": lambda: _fork_rows(root, work / "forks"),
-                 "release": lambda: _release_rows(work / "release"),
-                 "delivery": lambda: _delivery_rows(work / "delivery")}
+        parts = {
+            "location": lambda: _location_rows(root, work / "location"),
+            "forks": lambda: _fork_rows(root, work / "forks"),
+            "release": lambda: _release_rows(work / "release"),
+            "delivery": lambda: _delivery_rows(work / "delivery"),
+        }
         unknown = sorted(set(PARTS) - set(parts))
         if unknown:
             raise ValueError(f"BENCH_SCALE_PARTS: unknown part(s) {unknown}; known: {sorted(parts)}")
@@ -351,7 +380,11 @@ def run() -> list[dict[str, object]]:
                 continue
             rows += part()
             for row in rows[-2:]:  # a long run shows its figures as they come
-                print(f"[bench_scale] {row['name']}: {row.get('ratio', '')} {row['goal']} | {row['note']}", file=sys.stderr, flush=True)
+                print(
+                    f"[bench_scale] {row['name']}: {row.get('ratio', '')} {row['goal']} | {row['note']}",
+                    file=sys.stderr,
+                    flush=True,
+                )
         return rows
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -103,8 +103,10 @@ def plan_nodes(total: int, seed: int) -> list[Node]:
     for index in range(sizes["intermediate"]):
         pool = by_layer["staging"] + by_layer.get("intermediate", [])[-50:]  # depth without one giant fan-in
         fan_in = PROBE_PARENTS if index == 0 else rng.choice((1, 1, 2, 2, 2, 3, 3, 4, 5))
-        parents = tuple(rng.sample(by_layer["staging"][:PROBE_PARENTS], PROBE_PARENTS)) if index == 0 else tuple(
-            rng.sample(pool, min(fan_in, len(pool)))
+        parents = (
+            tuple(rng.sample(by_layer["staging"][:PROBE_PARENTS], PROBE_PARENTS))
+            if index == 0
+            else tuple(rng.sample(pool, min(fan_in, len(pool))))
         )
         materialized = "incremental" if rng.random() < 0.1 else "table"
         add("intermediate", "int", "intermediate", parents, materialized)
@@ -124,7 +126,9 @@ def plan_nodes(total: int, seed: int) -> list[Node]:
 def _seed_csv(node: Node, rng: random.Random) -> str:
     lines = ["id,key,amount,updated_at"]
     for row in range(1, 11):
-        lines.append(f"{row},{rng.randint(1, 9)},{rng.randint(0, 9999) / 100:.2f},2024-01-{rng.randint(1, 28):02d} 00:00:00")
+        lines.append(
+            f"{row},{rng.randint(1, 9)},{rng.randint(0, 9999) / 100:.2f},2024-01-{rng.randint(1, 28):02d} 00:00:00"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -171,10 +175,16 @@ def _incremental_config() -> str:
 def _intermediate_sql(node: Node, rng: random.Random) -> str:
     amount, latest, clause = _joined(node.parents)
     head = _incremental_config() if node.materialized == "incremental" else ""
-    where = "{% if is_incremental() %}where " + latest + " >= (select coalesce(max(updated_at), timestamp '1900-01-01') from {{ this }})\n{% endif %}"
+    where = (
+        "{% if is_incremental() %}where "
+        + latest
+        + " >= (select coalesce(max(updated_at), timestamp '1900-01-01') from {{ this }})\n{% endif %}"
+    )
     return (
-        f"-- {node.name}: joins {len(node.parents)} upstream model(s) on id.\n" + head
-        + f"select\n    p0.id,\n    p0.key,\n    {amount} as amount,\n    {latest} as updated_at\n" + clause
+        f"-- {node.name}: joins {len(node.parents)} upstream model(s) on id.\n"
+        + head
+        + f"select\n    p0.id,\n    p0.key,\n    {amount} as amount,\n    {latest} as updated_at\n"
+        + clause
         + (where + "\n" if node.materialized == "incremental" else "")
     )
 
@@ -185,7 +195,8 @@ def _marts_sql(node: Node, rng: random.Random) -> str:
     parts = "\nunion all\n".join(f'select key, amount, updated_at from {{{{ ref("{p}") }}}}' for p in node.parents)
     head = _incremental_config() if node.materialized == "incremental" else ""
     return (
-        f"-- {node.name}: per-key totals over {len(node.parents)} intermediate model(s).\n" + head
+        f"-- {node.name}: per-key totals over {len(node.parents)} intermediate model(s).\n"
+        + head
         + f"with unioned as (\n{parts}\n)\n"
         "select key as id, count(*) as rows_seen, sum(amount) as amount, max(updated_at) as updated_at\n"
         "from unioned\ngroup by key\n"
@@ -312,11 +323,7 @@ def _flow_files(index: int, width: int, reads: str) -> dict[str, str]:
         f"  - flow_marts.{name}\n"
     )
     dag_yaml = (
-        "schema: dpone.flow-dag.v1\n"
-        f"dag_id: {name}\n"
-        "schedule: manual\n"
-        f"selector: flow:{name}\n"
-        "tags: [generated]\n"
+        f"schema: dpone.flow-dag.v1\ndag_id: {name}\nschedule: manual\nselector: flow:{name}\ntags: [generated]\n"
     )
     sql = (
         "create schema if not exists flow_marts;\n"
@@ -326,7 +333,11 @@ def _flow_files(index: int, width: int, reads: str) -> dict[str, str]:
         "group by all\n"
         "order by all;\n"
     )
-    return {f"flows/{name}/flow.yaml": flow_yaml, f"flows/{name}/dag.yaml": dag_yaml, f"flows/{name}/sql/{name}.sql": sql}
+    return {
+        f"flows/{name}/flow.yaml": flow_yaml,
+        f"flows/{name}/dag.yaml": dag_yaml,
+        f"flows/{name}/sql/{name}.sql": sql,
+    }
 
 
 def project_files(models: int, flows: int, seed: int) -> dict[str, bytes]:
@@ -336,7 +347,9 @@ def project_files(models: int, flows: int, seed: int) -> dict[str, bytes]:
     files: dict[str, str] = {
         "dbt_project.yml": _DBT_PROJECT,
         "profiles.yml": _profiles(),
-        "macros/generate_schema_name.sql": (REPO_ROOT / "dbt_project_synthetic" / "macros" / "generate_schema_name.sql").read_text(encoding="utf-8"),
+        "macros/generate_schema_name.sql": (
+            REPO_ROOT / "dbt_project_synthetic" / "macros" / "generate_schema_name.sql"
+        ).read_text(encoding="utf-8"),
     }
     for node in nodes:
         if node.layer == "seed":
@@ -414,7 +427,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     root = generate(args.models, args.flows, args.seed, force=args.force)
-    print(json.dumps({"root": str(root), "models": args.models, "flows": args.flows, "seed": args.seed}) if args.json else root)
+    print(
+        json.dumps({"root": str(root), "models": args.models, "flows": args.flows, "seed": args.seed})
+        if args.json
+        else root
+    )
     return 0
 
 

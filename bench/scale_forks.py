@@ -44,7 +44,14 @@ def _parent(config, conn, tables: list[str]) -> None:
     for table in tables:
         schema, name = table.split(".")
         record_materialization(
-            "prod", "main", schema, name, status="materialized", snapshot_id=1, columns=[("id", "INTEGER")], config=config
+            "prod",
+            "main",
+            schema,
+            name,
+            status="materialized",
+            snapshot_id=1,
+            columns=[("id", "INTEGER")],
+            config=config,
         )
 
 
@@ -59,7 +66,9 @@ def _resolver(config, target: str, upstream: list[str]) -> Callable[[str], objec
     return plan
 
 
-def fork_resolution_rows(root: Path, work: Path, *, rounds: int, row: Callable, load_note: Callable[[], str]) -> list[dict]:
+def fork_resolution_rows(
+    root: Path, work: Path, *, rounds: int, row: Callable, load_note: Callable[[], str]
+) -> list[dict]:
     from dpone_dagster.lake.duck import connect
     from dpone_dagster.workspaces.service import Workspaces
 
@@ -77,9 +86,15 @@ def fork_resolution_rows(root: Path, work: Path, *, rounds: int, row: Callable, 
         plan = _resolver(config, probe["table"], upstream)
 
         first_attach = first = float("inf")
-        split = {"first plan": float("inf"), "first apply": float("inf"), "steady plan": float("inf"),
-                 "steady apply": float("inf"), "prod plan": float("inf"), "prod apply": float("inf"),
-                 "parent catalog load": float("inf")}
+        split = {
+            "first plan": float("inf"),
+            "first apply": float("inf"),
+            "steady plan": float("inf"),
+            "steady apply": float("inf"),
+            "prod plan": float("inf"),
+            "prod apply": float("inf"),
+            "parent catalog load": float("inf"),
+        }
 
         def timed(kind: str, workspace: str) -> float:
             start = time.perf_counter()
@@ -126,7 +141,10 @@ def fork_resolution_rows(root: Path, work: Path, *, rounds: int, row: Callable, 
     return [
         row(
             f"fork first resolution, {len(tables)}-table parent, job building 1 model (5 upstream) vs its ATTACHes alone",
-            first_attach, first, "<=", 1.5,
+            first_attach,
+            first,
+            "<=",
+            1.5,
             f"best of {rounds}, each on a new fork; measured = plan (control-store reads) + ATTACHes + {wanted} defer "
             f"views (the job reads 5): plan {ms['first plan']}, apply {ms['first apply']} (of which binding the first "
             f"view loads the parent's DuckLake catalog, {ms['parent catalog load']} alone, and the views are one fork "
@@ -135,7 +153,10 @@ def fork_resolution_rows(root: Path, work: Path, *, rounds: int, row: Callable, 
         ),
         row(
             f"steady per-job fork resolution, {len(tables)}-table parent vs the prod job's resolution of the same lake",
-            prod, steady, "<=", 1.25,
+            prod,
+            steady,
+            "<=",
+            1.25,
             f"best of {rounds * 3}, interleaved; fork = plan + ATTACHes (fork + READ_ONLY parent) + {wanted} live views "
             f"read from the attached catalog (plan {ms['steady plan']}, apply {ms['steady apply']}); prod = plan + one "
             f"ATTACH (plan {ms['prod plan']}, apply {ms['prod apply']}); " + load_note(),

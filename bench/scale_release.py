@@ -85,7 +85,9 @@ def synthetic_release_stages(models: int, flows: int, work: Path) -> dict[str, o
         files.update(synthetic_workload_files(pack, (f"raw.{pack}",)))
     source = MemorySource(files)
     native = synthetic_native(files, source.snapshot.digest, "shop", names)
-    ordinary = synthetic_capture(source.snapshot.digest, [synthetic_workload(pack, (f"raw.{pack}",), files=files) for pack in packs])
+    ordinary = synthetic_capture(
+        source.snapshot.digest, [synthetic_workload(pack, (f"raw.{pack}",), files=files) for pack in packs]
+    )
     authority = target.verify(
         native=native.membership,
         ordinary=packs,
@@ -96,7 +98,9 @@ def synthetic_release_stages(models: int, flows: int, work: Path) -> dict[str, o
     try:
         start = time.perf_counter()
         bundle = compose_release(authority=authority, source=source, native=native, ordinary=ordinary, stage_dir=work)
-        result.update(compose_s=time.perf_counter() - start, members=len(bundle.members), paged=hasattr(bundle.parent, "pages"))
+        result.update(
+            compose_s=time.perf_counter() - start, members=len(bundle.members), paged=hasattr(bundle.parent, "pages")
+        )
         start = time.perf_counter()
         ReleaseRegistry(LocalDirectoryStore(work / "registry")).publish(
             bundle, authority=authority, receipt=target.publication(bundle, authority), admission=target.issuer

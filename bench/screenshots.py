@@ -304,8 +304,15 @@ def running_webserver(
     base_env = dict(os.environ) if inherit_env else {}
     child_env = {**base_env, **dict(env or {}), "DAGSTER_HOME": str(dagster_home)}
     command = [
-        sys.executable, "-m", "dagster_webserver",
-        "-h", "127.0.0.1", "-p", str(port), "-w", str(workspace_file),
+        sys.executable,
+        "-m",
+        "dagster_webserver",
+        "-h",
+        "127.0.0.1",
+        "-p",
+        str(port),
+        "-w",
+        str(workspace_file),
     ]
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
@@ -492,7 +499,11 @@ def fork_pages() -> list[Page]:
     """The fork deployment's pages docs/ui.md shows: badges in the graph, a deferred observation, the Runs list."""
     return [
         Page("fork_lineage.png", "/asset-groups", expand_groups=True, hide_asset_tree=True, wait_for="synthetic_dbt"),
-        Page("fork_deferred_observation.png", "/assets/" + "/".join(FORK_DEFERRED) + "?view=events", wait_for="deferred to"),
+        Page(
+            "fork_deferred_observation.png",
+            "/assets/" + "/".join(FORK_DEFERRED) + "?view=events",
+            wait_for="deferred to",
+        ),
         Page("fork_materialized.png", "/assets/" + "/".join(FORK_BUILT), wait_for="fork_materialized"),
         Page("fork_runs.png", "/runs", wait_for="dpone/workspace"),
     ]
@@ -500,7 +511,11 @@ def fork_pages() -> list[Page]:
 
 def _dpone(*args: str, env: Mapping[str, str]) -> str:
     done = subprocess.run(
-        [str(Path(sys.executable).with_name("dpone")), *args], env=dict(env), capture_output=True, text=True, check=False
+        [str(Path(sys.executable).with_name("dpone")), *args],
+        env=dict(env),
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if done.returncode != 0:
         raise WebserverError(f"dpone {' '.join(args)} failed: {done.stderr[-1000:]}")
@@ -517,7 +532,9 @@ def capture_fork(env: Mapping[str, str], out_dir: Path) -> list[Path]:
     _dpone("fork", "create", SCREENSHOT_FORK, "--parent", "prod", env=env)
     fork_env = {**env, "DPONE_WORKSPACE": SCREENSHOT_FORK}
     home = workspace_dagster_home(fork_env)
-    with running_webserver(session_workspace(home / "workspace.yaml"), dagster_home=home, env=fork_env, inherit_env=False) as fork:
+    with running_webserver(
+        session_workspace(home / "workspace.yaml"), dagster_home=home, env=fork_env, inherit_env=False
+    ) as fork:
         if fork.wait_for_run(fork.launch_assets(RELEASE_LOCATION, [FORK_BUILT]), timeout=900) != "SUCCESS":
             raise WebserverError(f"{FORK_BUILT} did not materialize in the fork")
         return capture(fork.base_url, fork_pages(), out_dir)
@@ -545,7 +562,11 @@ def _materialize_in(env: Mapping[str, str], key: list[str], *, upstream: bool = 
     dagster = str(Path(sys.executable).with_name("dagster"))
     done = subprocess.run(
         [dagster, "asset", "materialize", "-m", "dpone_dagster.definitions", "--select", select],
-        env=run_env, capture_output=True, text=True, check=False, cwd=REPO_ROOT,
+        env=run_env,
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=REPO_ROOT,
     )
     if done.returncode != 0:
         raise WebserverError(f"materializing {select} failed: {done.stderr[-1500:]}")
@@ -559,7 +580,9 @@ def capture_fork_checks(env: Mapping[str, str], out_dir: Path) -> list[Path]:
     _dpone("fork", "create", CHECKS_FORK, "--parent", "prod", "--pin", env=env)
     fork_env = {**env, "DPONE_WORKSPACE": CHECKS_FORK}
     home = workspace_dagster_home(fork_env)
-    with running_webserver(session_workspace(home / "workspace.yaml"), dagster_home=home, env=fork_env, inherit_env=False) as fork:
+    with running_webserver(
+        session_workspace(home / "workspace.yaml"), dagster_home=home, env=fork_env, inherit_env=False
+    ) as fork:
         if fork.wait_for_run(fork.launch_assets(RELEASE_LOCATION, [CHECKED]), timeout=900) != "SUCCESS":
             raise WebserverError(f"{CHECKED} did not materialize in the fork")
         _materialize_in(env, CHECKED_UPSTREAM)  # the parent moves on

@@ -31,7 +31,9 @@ from dpone_dagster.errors import CODE_SHAPE
 PACKAGE_ROOT = Path(dpone_dagster.__file__).resolve().parent
 
 CATALOG_MODULE = "error_catalog.py"
-_FILE_SUFFIXES = frozenset({"yaml", "yml", "json", "toml", "lock", "sql", "py", "md", "txt", "csv", "parquet", "ducklake"})
+_FILE_SUFFIXES = frozenset(
+    {"yaml", "yml", "json", "toml", "lock", "sql", "py", "md", "txt", "csv", "parquet", "ducklake"}
+)
 
 
 @dataclass(frozen=True, order=True)

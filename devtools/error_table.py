@@ -49,10 +49,18 @@ def load() -> tuple[dict[str, CatalogEntry], dict[str, list[CodeSite]]]:
 
 def render(entries: dict[str, CatalogEntry], sites: dict[str, list[CodeSite]]) -> str:
     pages = _pages()
-    lines = [_INTRO, f"{len(entries)} codes.", "", "| Code | Raised as | Owner | Meaning | Documented in |", "|---|---|---|---|---|"]
+    lines = [
+        _INTRO,
+        f"{len(entries)} codes.",
+        "",
+        "| Code | Raised as | Owner | Meaning | Documented in |",
+        "|---|---|---|---|---|",
+    ]
     for code, entry in entries.items():
         raised_as, owner = _raised_as_and_owner(entry, sites.get(code, []))
-        documented = ", ".join(f"[{name}]({link})" for name, (link, text) in pages.items() if f"`{code}`" in text) or "—"
+        documented = (
+            ", ".join(f"[{name}]({link})" for name, (link, text) in pages.items() if f"`{code}`" in text) or "—"
+        )
         meaning = (entry.meaning or "").replace("|", "\\|").replace("<", "&lt;")
         lines.append(f"| `{code}` | {raised_as} | {owner} | {meaning} | {documented} |")
     return "\n".join(lines) + "\n"
@@ -100,8 +108,11 @@ def main(argv: list[str]) -> int:
     entries, sites = load()
     missing = undescribed(entries)
     if missing:
-        print("codes without an operator meaning (add them to dpone_dagster/error_catalog.py MEANINGS, "
-              f"or to their class's codes mapping): {', '.join(missing)}", file=sys.stderr)
+        print(
+            "codes without an operator meaning (add them to dpone_dagster/error_catalog.py MEANINGS, "
+            f"or to their class's codes mapping): {', '.join(missing)}",
+            file=sys.stderr,
+        )
         return 1
     generated = render(entries, sites)
     if argv == ["--write"]:

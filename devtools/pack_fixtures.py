@@ -68,7 +68,9 @@ def main(argv: list[str] | None = None) -> int:
         pinned = campaign_digest(campaign)
     if pinned != SYNTHETIC_SOURCE_DIGEST:
         failed = True
-        print(f"synthetic campaign digest is {pinned}; pin it as SYNTHETIC_SOURCE_DIGEST in dpone_dagster/release/runtime/synthetic_campaign.py")
+        print(
+            f"synthetic campaign digest is {pinned}; pin it as SYNTHETIC_SOURCE_DIGEST in dpone_dagster/release/runtime/synthetic_campaign.py"
+        )
     return 1 if failed else 0
 
 

@@ -87,9 +87,9 @@ def _describe(prop: dict[str, Any]) -> tuple[str, str]:
         parts = [_describe(option) for option in prop["anyOf"]]
         return " or ".join(kind for kind, _ in parts), "; ".join(c for _, c in parts if c)
     if "const" in prop:
-        return f"`\"{prop['const']}\"`", "exactly this value"
+        return f'`"{prop["const"]}"`', "exactly this value"
     if "enum" in prop:
-        return "one of " + ", ".join(f"`\"{value}\"`" for value in prop["enum"]), ""
+        return "one of " + ", ".join(f'`"{value}"`' for value in prop["enum"]), ""
     kind = prop.get("type", "any")
     constraints: list[str] = []
     if kind == "string":

@@ -61,7 +61,11 @@ def build_source_archive(
         with staging:
             with gzip.GzipFile(filename="", mode="wb", fileobj=staging, mtime=0, compresslevel=6) as compressed:
                 with tarfile.open(
-                    fileobj=compressed, mode="w|", format=tarfile.PAX_FORMAT, bufsize=CHUNK_BYTES, pax_headers=global_headers
+                    fileobj=compressed,
+                    mode="w|",
+                    format=tarfile.PAX_FORMAT,
+                    bufsize=CHUNK_BYTES,
+                    pax_headers=global_headers,
                 ) as archive:
                     for item in snapshot.files:
                         _add_checkout_file(archive, checkout_format, item)

@@ -56,7 +56,11 @@ def synthetic_documents() -> dict[str, ContractModel]:
     grant = authority.grant()
     grant_bytes, signatures = authority.signed(grant)
     verified = verify_grant(
-        grant_bytes, signatures, pinned_policy_digest=authority.policy_digest, source=synthetic_source(), ports=authority.ports
+        grant_bytes,
+        signatures,
+        pinned_policy_digest=authority.policy_digest,
+        source=synthetic_source(),
+        ports=authority.ports,
     )
 
     binding = dict(
@@ -85,7 +89,11 @@ def synthetic_documents() -> dict[str, ContractModel]:
         ],
     )
     native_constituents = [
-        NativeConstituent(constituent_id=native.document_digest(), artifact_wire="dpone.dbt-airflow-self-service.v2", project_names=["synthetic_shop"])
+        NativeConstituent(
+            constituent_id=native.document_digest(),
+            artifact_wire="dpone.dbt-airflow-self-service.v2",
+            project_names=["synthetic_shop"],
+        )
     ]
     ordinary_constituents = [
         OrdinaryConstituent(
@@ -100,8 +108,18 @@ def synthetic_documents() -> dict[str, ContractModel]:
     ]
     sidecars = sorted(
         [
-            SourceSidecar(constituent_id=native.document_digest(), path="dbt/models/orders.sql", content_sha256=_hex("orders"), size=412),
-            SourceSidecar(constituent_id=_digest("captured-workload"), path="flows/synthetic_transfer/flow.yaml", content_sha256=_hex("flow"), size=733),
+            SourceSidecar(
+                constituent_id=native.document_digest(),
+                path="dbt/models/orders.sql",
+                content_sha256=_hex("orders"),
+                size=412,
+            ),
+            SourceSidecar(
+                constituent_id=_digest("captured-workload"),
+                path="flows/synthetic_transfer/flow.yaml",
+                content_sha256=_hex("flow"),
+                size=733,
+            ),
         ],
         key=SourceSidecar.sort_key,
     )
@@ -125,7 +143,9 @@ def synthetic_documents() -> dict[str, ContractModel]:
     )
 
     issuer = ReceiptIssuer(
-        TargetConfiguration(environment="synthetic-dev", trust_tier="non_production", policy_digest=authority.policy_digest),
+        TargetConfiguration(
+            environment="synthetic-dev", trust_tier="non_production", policy_digest=authority.policy_digest
+        ),
         ControllableCurrentTarget(authority.policy_digest),
         authority.clock,
     )
@@ -136,12 +156,24 @@ def synthetic_documents() -> dict[str, ContractModel]:
         trust_tier="non_production",
         grant_digest=verified.grant_digest,
     )
-    certification = RouteCertification(route_id="synthetic_route", evidence_digest=_digest("evidence"), certified_at="2026-01-01T00:00:00Z")
-    production = dict(purpose="production_release", trust_tier="production", release_name="synthetic-release", source_commit=SYNTHETIC_COMMIT)
+    certification = RouteCertification(
+        route_id="synthetic_route", evidence_digest=_digest("evidence"), certified_at="2026-01-01T00:00:00Z"
+    )
+    production = dict(
+        purpose="production_release",
+        trust_tier="production",
+        release_name="synthetic-release",
+        source_commit=SYNTHETIC_COMMIT,
+    )
     return {
-        "dpone.release-set.v1": ProductionReleaseSetV1(**production, constituents=[_digest("c1")], route_certifications=[certification]),
+        "dpone.release-set.v1": ProductionReleaseSetV1(
+            **production, constituents=[_digest("c1")], route_certifications=[certification]
+        ),
         "dpone.release-set.v2": ProductionReleaseSetV2(
-            **production, source_repository_digest=binding["source_repository_digest"], constituents=[_digest("c1")], route_certifications=[certification]
+            **production,
+            source_repository_digest=binding["source_repository_digest"],
+            constituents=[_digest("c1")],
+            route_certifications=[certification],
         ),
         **{
             f"dpone.release-set.v3.{profile}": ProductionCompositionV3(
@@ -155,7 +187,11 @@ def synthetic_documents() -> dict[str, ContractModel]:
             for profile in ("production_workspace_composition_v1", "production_plain_transfer_composition_v1")
         },
         "dpone.release-set.v3.synthetic_composition_validation": SyntheticCompositionV3(
-            purpose="synthetic_validation", trust_tier="non_production", data_class="synthetic", campaign_id="synthetic-campaign", constituents=[_digest("c1")]
+            purpose="synthetic_validation",
+            trust_tier="non_production",
+            data_class="synthetic",
+            campaign_id="synthetic-campaign",
+            constituents=[_digest("c1")],
         ),
         "dpone.release-set.v3.development_workspace_delivery_v1": parent,
         "dpone.release-set.v3.development_workspace_delivery_paged_v1": paged,

@@ -150,8 +150,13 @@ def fork_status(fork_id: str, config: DponeConfig | None = None) -> WorkspaceSta
 
 
 def diff_fork(
-    fork_id: str, tables: Sequence[str] = (), *, lake: str = "main", key: Sequence[str] | None = None,
-    since_pin: bool = False, config: DponeConfig | None = None,
+    fork_id: str,
+    tables: Sequence[str] = (),
+    *,
+    lake: str = "main",
+    key: Sequence[str] | None = None,
+    since_pin: bool = False,
+    config: DponeConfig | None = None,
 ) -> ForkDiff:
     """The fork's own tables against its parent's (row counts, keyed changes, samples, a diff id)."""
     from dpone_dagster.lake.lifecycle.diff import fork_diff

@@ -191,4 +191,8 @@ def catalog(extra_codes: frozenset[str] | set[str] = frozenset()) -> dict[str, C
 
 def described_twice() -> list[str]:
     """Codes whose meaning is both on their class and in `MEANINGS` (each code has one meaning)."""
-    return sorted(code for code, holder in declared_codes().items() if code in MEANINGS and code in holder.__dict__.get("codes", {}))
+    return sorted(
+        code
+        for code, holder in declared_codes().items()
+        if code in MEANINGS and code in holder.__dict__.get("codes", {})
+    )

@@ -203,7 +203,10 @@ def s3_bucket(s3_server: S3Server, monkeypatch) -> str:
 # them goes to the same worker, so each is built once per run; every other test file is its own
 # group (like `--dist loadfile`). A test using two of them follows the first listed here.
 _EXPENSIVE_SESSION_FIXTURES = (
-    "webserver", "released", "built_prod_lake", "real_compile",
+    "webserver",
+    "released",
+    "built_prod_lake",
+    "real_compile",
 )
 
 # Files whose tests share nothing expensive but are each long: one group per test, so two workers
@@ -216,11 +219,17 @@ _ONE_GROUP_PER_TEST = {"dbt/test_partition_dbt.py"}
 # default xdist orders groups by their number of tests, which sent these one- and two-test groups
 # last, where one worker ran them alone while the other had finished.
 _GROUP_SECONDS = {
-    "webserver": 290, "scale/test_concurrency.py": 190, "released": 190, "scale/test_scale_location.py": 230,
+    "webserver": 290,
+    "scale/test_concurrency.py": 190,
+    "released": 190,
+    "scale/test_scale_location.py": 230,
     "dbt/test_partition_dbt.py::test_per_partition_defer_on_postgres_and_s3": 170,
     "dbt/test_partition_dbt.py::test_per_partition_defer_on_the_embedded_lake": 90,
-    "dbt/test_production_lake.py": 70, "built_prod_lake": 40, "dbt/test_incremental_models.py": 40,
-    "real_compile": 30, "test_definitions_smoke.py": 30,
+    "dbt/test_production_lake.py": 70,
+    "built_prod_lake": 40,
+    "dbt/test_incremental_models.py": 40,
+    "real_compile": 30,
+    "test_definitions_smoke.py": 30,
 }
 _SECONDS_PER_OTHER_TEST = 0.15
 
@@ -267,31 +276,33 @@ def _tag_group_in_nodeid(item, group: str) -> None:
 # every test). A node id without `[...]` keeps every parameter of that test. Kinds not listed here
 # have a fast member in CI: browser/GraphQL (tests/ui/test_runtime_flow, test_release_flow,
 # test_asset_graph), the demo's release half (tests/dbt/test_demo_release).
-CI_KEEPS_SLOW = frozenset({
-    # adoption from the installed wheel, on the highest supported versions
-    "tests/adoption/test_wheel_adoption.py::test_the_shop_adopts_dpone_from_the_wheel[highest]",
-    # the parent is never written from a fork: properties and file doors on both backends
-    "tests/lake/test_isolation_attacks_property.py::test_attacks_from_a_fork_never_change_the_parent_embedded",
-    "tests/lake/test_isolation_files_property.py::test_file_doors_never_change_the_parent_embedded",
-    "tests/lake/test_isolation_files_property.py::test_file_doors_never_change_the_parent_postgres_iam_s3",
-    "tests/dbt/test_dbt_file_writes.py::test_dbt_hooks_and_external_models_write_only_the_forks_own_prefix",
-    "tests/dbt/test_dbt_sql_guard.py::test_dbt_run_operation_cannot_run_maintenance_on_the_ancestor",
-    "tests/scale/test_concurrency.py::test_the_isolation_checks_catch_a_write_into_the_parent",
-    # diff and promotion (refusals, atomicity, a crash on either side of the commit)
-    "tests/lake/test_diff.py::test_a_known_change_is_reported_exactly_and_its_identity_names_the_parent_snapshot",
-    "tests/lake/test_promote.py::test_promotion_refusals_atomicity_publication_and_a_later_fork_drop",
-    "tests/lake/test_promote.py::test_a_changed_parent_target_is_a_conflict_and_the_parent_stays_unchanged",
-    "tests/lake/test_promote.py::test_the_parent_deployment_job_promotes_and_a_fork_deployment_job_is_refused",
-    "tests/lake/test_promote_files.py::test_a_crash_before_the_commit_loses_nothing_and_recovery_puts_the_files_back",
-    "tests/lake/test_promote_files.py::test_a_crash_after_the_commit_keeps_the_published_table_and_recovery_settles_it",
-    # the inner loop: partitions, executors, indirect selection
-    "tests/dbt/test_partition_dbt.py::test_per_partition_defer_on_the_embedded_lake",
-    "tests/dbt/test_inner_loop.py::test_a_mixed_run_keeps_the_multiprocess_executor",
-    "tests/dbt/test_indirect_selection.py::test_stg_customers_alone_on_a_fresh_lake_skips_the_relationships_test_on_stg_orders",
-    # releases: the real compile's golden identity, the executor choice (the rollout gate's fast tests run)
-    "tests/release/test_real_release.py::test_a_second_full_run_with_dbt_in_fresh_directories_gives_the_golden_identity",
-    "tests/defs_release/test_release_ergonomics.py::test_a_selection_without_release_stages_keeps_the_multiprocess_executor",
-})
+CI_KEEPS_SLOW = frozenset(
+    {
+        # adoption from the installed wheel, on the highest supported versions
+        "tests/adoption/test_wheel_adoption.py::test_the_shop_adopts_dpone_from_the_wheel[highest]",
+        # the parent is never written from a fork: properties and file doors on both backends
+        "tests/lake/test_isolation_attacks_property.py::test_attacks_from_a_fork_never_change_the_parent_embedded",
+        "tests/lake/test_isolation_files_property.py::test_file_doors_never_change_the_parent_embedded",
+        "tests/lake/test_isolation_files_property.py::test_file_doors_never_change_the_parent_postgres_iam_s3",
+        "tests/dbt/test_dbt_file_writes.py::test_dbt_hooks_and_external_models_write_only_the_forks_own_prefix",
+        "tests/dbt/test_dbt_sql_guard.py::test_dbt_run_operation_cannot_run_maintenance_on_the_ancestor",
+        "tests/scale/test_concurrency.py::test_the_isolation_checks_catch_a_write_into_the_parent",
+        # diff and promotion (refusals, atomicity, a crash on either side of the commit)
+        "tests/lake/test_diff.py::test_a_known_change_is_reported_exactly_and_its_identity_names_the_parent_snapshot",
+        "tests/lake/test_promote.py::test_promotion_refusals_atomicity_publication_and_a_later_fork_drop",
+        "tests/lake/test_promote.py::test_a_changed_parent_target_is_a_conflict_and_the_parent_stays_unchanged",
+        "tests/lake/test_promote.py::test_the_parent_deployment_job_promotes_and_a_fork_deployment_job_is_refused",
+        "tests/lake/test_promote_files.py::test_a_crash_before_the_commit_loses_nothing_and_recovery_puts_the_files_back",
+        "tests/lake/test_promote_files.py::test_a_crash_after_the_commit_keeps_the_published_table_and_recovery_settles_it",
+        # the inner loop: partitions, executors, indirect selection
+        "tests/dbt/test_partition_dbt.py::test_per_partition_defer_on_the_embedded_lake",
+        "tests/dbt/test_inner_loop.py::test_a_mixed_run_keeps_the_multiprocess_executor",
+        "tests/dbt/test_indirect_selection.py::test_stg_customers_alone_on_a_fresh_lake_skips_the_relationships_test_on_stg_orders",
+        # releases: the real compile's golden identity, the executor choice (the rollout gate's fast tests run)
+        "tests/release/test_real_release.py::test_a_second_full_run_with_dbt_in_fresh_directories_gives_the_golden_identity",
+        "tests/defs_release/test_release_ergonomics.py::test_a_selection_without_release_stages_keeps_the_multiprocess_executor",
+    }
+)
 
 
 def kept_in_ci(nodeid: str) -> bool:

@@ -48,7 +48,10 @@ def read_layer_table(text: str) -> list[Row]:
     section = re.split(r"^## ", section, maxsplit=1, flags=re.M)[0]
     lines = [line for line in section.splitlines() if line.startswith("|")]
     header = [cell.lower() for cell in _cells(lines[0])]
-    column = {name: next(i for i, cell in enumerate(header) if cell.startswith(name)) for name in ("layer", "package", "modules", "may import")}
+    column = {
+        name: next(i for i, cell in enumerate(header) if cell.startswith(name))
+        for name in ("layer", "package", "modules", "may import")
+    }
     rows = []
     for line in lines[2:]:
         cells = _cells(line)
@@ -337,7 +340,10 @@ def _violations(root: Path, table: str = TABLE) -> list[str]:
 
 
 def test_an_import_up_the_table_is_reported_even_inside_a_function(tmp_path):
-    root = _package(tmp_path, {"app/run.py": "from pkg.core import base\n", "core/base.py": "def f():\n    from pkg.app import run\n"})
+    root = _package(
+        tmp_path,
+        {"app/run.py": "from pkg.core import base\n", "core/base.py": "def f():\n    from pkg.app import run\n"},
+    )
     assert _violations(root) == [
         "pkg.core.base -> pkg.app (core -> app: up the table)",
         "pkg.core.base -> pkg.app.run (core -> app: up the table)",
@@ -369,7 +375,9 @@ def test_a_module_without_a_row_is_found(tmp_path):
 
 
 def test_a_function_local_cycle_is_found(tmp_path):
-    root = _package(tmp_path, {"core/a.py": "from pkg.core.b import thing\n", "core/b.py": "def f():\n    from . import a\n"})
+    root = _package(
+        tmp_path, {"core/a.py": "from pkg.core.b import thing\n", "core/b.py": "def f():\n    from . import a\n"}
+    )
     assert cycles(import_graph(package_modules(root))) == [["pkg.core.a", "pkg.core.b"]]
 
 

@@ -11,8 +11,23 @@ from tests.conftest import CI_KEEPS_SLOW, REPO_ROOT
 
 def test_every_kept_slow_scenario_is_a_collected_slow_test() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-m", "slow and ci", "tests"],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=600, check=False,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--collect-only",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-m",
+            "slow and ci",
+            "tests",
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     kept = {line.split("@", 1)[0] for line in done.stdout.splitlines() if "::" in line}

@@ -57,7 +57,9 @@ def test_check_fails_on_a_stale_table_and_write_repairs_it(loaded, tmp_path, mon
     assert error_table.main(["--check"]) == 1
     assert error_table.main(["--write"]) == 0
     assert error_table.main(["--check"]) == 0
-    (tmp_path / "errors.md").write_text((tmp_path / "errors.md").read_text().replace("| `lake.unmanaged_use` |", "| `x` |"))
+    (tmp_path / "errors.md").write_text(
+        (tmp_path / "errors.md").read_text().replace("| `lake.unmanaged_use` |", "| `x` |")
+    )
     assert error_table.main(["--check"]) == 1
 
 
@@ -97,7 +99,7 @@ def test_a_reloaded_module_may_declare_its_classes_again(monkeypatch) -> None:
 def test_the_scan_finds_every_form_a_code_is_written_in(tmp_path) -> None:
     (tmp_path / "sample.py").write_text(
         textwrap.dedent(
-            '''
+            """
             import enum
 
             class OneError(LakeError):
@@ -115,7 +117,7 @@ def test_the_scan_finds_every_form_a_code_is_written_in(tmp_path) -> None:
                 LakeError("message", code="probe.keyword")
                 reported = getattr(exc, "code", "probe.fallback")
                 return open("probe.yaml"), "other.looks_like_a_code", "not a code"
-            '''
+            """
         )
     )
     found = {site.code: (site.form, site.raised_as) for site in scan_codes(tmp_path)}

@@ -57,7 +57,11 @@ def test_a_generator_not_written_yet_is_skipped_not_failed(capsys):
 
 def test_the_write_mode_passes_the_generators_switch_only_when_writing(tmp_path):
     probe = tmp_path / "seen"
-    command = (sys.executable, "-c", f"import os, pathlib; pathlib.Path({str(probe)!r}).write_text(os.environ.get('REGEN_PROBE', ''))")
+    command = (
+        sys.executable,
+        "-c",
+        f"import os, pathlib; pathlib.Path({str(probe)!r}).write_text(os.environ.get('REGEN_PROBE', ''))",
+    )
     generator = regen.Generator("probe", write=command, check=command, write_env={"REGEN_PROBE": "write"})
     assert regen.run((generator,), check=False) == 0
     assert probe.read_text() == "write"

@@ -25,8 +25,15 @@ def test_the_partition_scenario_on_each_backend_is_its_own_group():
 
 
 def test_the_longest_groups_go_first_and_each_group_keeps_its_order():
-    pairs = [("s1", "a.py"), ("s2", "a.py"), ("s3", "a.py"), ("w1", "webserver"), ("c", "scale/test_concurrency.py"),
-             ("w2", "webserver"), ("b1", "b.py")]
+    pairs = [
+        ("s1", "a.py"),
+        ("s2", "a.py"),
+        ("s3", "a.py"),
+        ("w1", "webserver"),
+        ("c", "scale/test_concurrency.py"),
+        ("w2", "webserver"),
+        ("b1", "b.py"),
+    ]
     assert [item for item, _ in longest_groups_first(pairs)] == ["w1", "w2", "c", "s1", "s2", "s3", "b1"]
 
 
@@ -46,8 +53,24 @@ def test_under_xdist_loadgroup_each_group_runs_on_one_worker(tmp_path):
     for name in ("test_a.py", "test_b.py"):
         (tests / name).write_text(body, encoding="utf-8")
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "-v", "-p", "no:cacheprovider", "-rA", "tests"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-n",
+            "2",
+            "--dist",
+            "loadgroup",
+            "-v",
+            "-p",
+            "no:cacheprovider",
+            "-rA",
+            "tests",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stdout[-3000:]
     workers: dict[str, set[str]] = {}

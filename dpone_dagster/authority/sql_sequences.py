@@ -61,7 +61,9 @@ class SqlAcceptedSequenceStore:
         key = (table.c.policy_digest == policy_digest) & (table.c.environment == environment)
         try:
             with self._engine.begin() as connection:
-                connection.execute(table.insert().values(policy_digest=policy_digest, environment=environment, epoch=epoch))
+                connection.execute(
+                    table.insert().values(policy_digest=policy_digest, environment=environment, epoch=epoch)
+                )
                 return epoch
         except sa.exc.IntegrityError:
             pass

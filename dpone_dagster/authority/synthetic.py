@@ -78,7 +78,12 @@ def synthetic_signers(count: int, prefix: str = "signer") -> list[SyntheticSigne
 
 
 def synthetic_limits(**overrides: int) -> DeliveryLimits:
-    values = {"max_workloads": 100, "max_source_bytes": 50_000_000, "max_cpu_millicores": 2_000, "max_memory_bytes": 4 * 2**30}
+    values = {
+        "max_workloads": 100,
+        "max_source_bytes": 50_000_000,
+        "max_cpu_millicores": 2_000,
+        "max_memory_bytes": 4 * 2**30,
+    }
     return DeliveryLimits(**{**values, **overrides})
 
 
@@ -189,7 +194,9 @@ class SyntheticAuthority:
     def grant(self, **overrides: object) -> DevelopmentGrant:
         return synthetic_grant(self.policy, **overrides)
 
-    def signed(self, grant: DevelopmentGrant | None = None, signers: int | None = None) -> tuple[bytes, GrantSignatures]:
+    def signed(
+        self, grant: DevelopmentGrant | None = None, signers: int | None = None
+    ) -> tuple[bytes, GrantSignatures]:
         """Canonical grant bytes and the signature set of the first `signers` keys (default: threshold)."""
         grant_bytes = (grant or self.grant()).canonical_bytes()
         return grant_bytes, sign_grant(grant_bytes, self.signers[: self.threshold if signers is None else signers])

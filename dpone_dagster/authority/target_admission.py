@@ -108,7 +108,9 @@ class RecoveryRequiredError(CodedError):
     }
 
     def __init__(self, cause: CodedError) -> None:
-        super().__init__("authority.recovery_required", f"admission failed after preparation ({cause.code}); recovery is required")
+        super().__init__(
+            "authority.recovery_required", f"admission failed after preparation ({cause.code}); recovery is required"
+        )
         self.cause_code = cause.code
 
 
@@ -132,10 +134,14 @@ class ReceiptIssuer:
         self._epoch_marks = epoch_marks if epoch_marks is not None else InMemoryAcceptedSequenceStore()
         self._lifetime = receipt_lifetime
 
-    def issue_publication(self, authority: DevelopmentAuthorityReceipt, projection: DeploymentProjection) -> PublicationReceipt:
+    def issue_publication(
+        self, authority: DevelopmentAuthorityReceipt, projection: DeploymentProjection
+    ) -> PublicationReceipt:
         return self._issue(PublicationReceipt, authority, projection)
 
-    def issue_materialization(self, authority: DevelopmentAuthorityReceipt, projection: DeploymentProjection) -> MaterializationReceipt:
+    def issue_materialization(
+        self, authority: DevelopmentAuthorityReceipt, projection: DeploymentProjection
+    ) -> MaterializationReceipt:
         return self._issue(MaterializationReceipt, authority, projection)
 
     def issue_activation(
@@ -171,9 +177,14 @@ class ReceiptIssuer:
             self._require_sealed(receipt, "cleanup receipt")
             self._require_non_production(receipt.trust_tier)
             if receipt.target_environment != self.target.environment:
-                raise AdmissionError("admission.binding_mismatch", "the receipt was issued for a different target environment")
+                raise AdmissionError(
+                    "admission.binding_mismatch", "the receipt was issued for a different target environment"
+                )
             if receipt.target_policy_digest != self.target.policy_digest:
-                raise AdmissionError("admission.policy_mismatch", "the receipt was issued under a policy no longer pinned for this target")
+                raise AdmissionError(
+                    "admission.policy_mismatch",
+                    "the receipt was issued under a policy no longer pinned for this target",
+                )
             self._require_in_lifetime(receipt, grant_expires_at=None)
             self._require_live(receipt.revocation_epoch)
             return receipt
@@ -202,20 +213,29 @@ class ReceiptIssuer:
                 raise RecoveryRequiredError(error) from None
             raise
 
-    def _issue(self, kind: type[R], authority: DevelopmentAuthorityReceipt, projection: DeploymentProjection, **extra: str) -> R:
+    def _issue(
+        self, kind: type[R], authority: DevelopmentAuthorityReceipt, projection: DeploymentProjection, **extra: str
+    ) -> R:
         self._require_sealed(authority, "authority receipt")
         self._require_non_production(projection.trust_tier)
         if not (projection.environment == self.target.environment == authority.environment):
-            raise AdmissionError("admission.binding_mismatch", "target, deployment and grant name different environments")
+            raise AdmissionError(
+                "admission.binding_mismatch", "target, deployment and grant name different environments"
+            )
         if projection.grant_digest != authority.grant_digest:
             raise AdmissionError("admission.binding_mismatch", "the deployment was built under a different grant")
         if authority.policy_digest != self.target.policy_digest:
-            raise AdmissionError("admission.policy_mismatch", "the grant was verified under a policy not pinned for this target")
+            raise AdmissionError(
+                "admission.policy_mismatch", "the grant was verified under a policy not pinned for this target"
+            )
         now = self._now()
         if now < parse_timestamp(authority.not_before):
             raise AdmissionError("admission.not_yet_valid", f"the grant is not valid before {authority.not_before}")
         if now < parse_timestamp(authority.verified_at):
-            raise AdmissionError("admission.used_before_verification", f"the grant was verified at {authority.verified_at}, later than now")
+            raise AdmissionError(
+                "admission.used_before_verification",
+                f"the grant was verified at {authority.verified_at}, later than now",
+            )
         grant_expiry = parse_timestamp(authority.expires_at)
         if now >= grant_expiry:
             raise AdmissionError("admission.expired", f"the grant expired at {authority.expires_at}")
@@ -248,7 +268,9 @@ class ReceiptIssuer:
         if type(receipt) not in OPERATION_RECEIPT_TYPES:
             raise AdmissionError("admission.receipt_unknown", "the supplied object is not an operation receipt")
         if kind not in OPERATION_RECEIPT_TYPES:
-            raise AdmissionError("admission.receipt_unknown", "the required receipt kind is not an operation receipt kind")
+            raise AdmissionError(
+                "admission.receipt_unknown", "the required receipt kind is not an operation receipt kind"
+            )
         if type(receipt) is not kind:
             raise AdmissionError(
                 "admission.receipt_kind_mismatch",
@@ -258,16 +280,25 @@ class ReceiptIssuer:
         self._require_sealed(receipt, f"{kind.OPERATION} receipt")
         self._require_non_production(receipt.trust_tier)
         if receipt.release_id != release_id or receipt.deployment_id != deployment_id:
-            raise AdmissionError("admission.binding_mismatch", "the receipt was issued for a different release or deployment")
+            raise AdmissionError(
+                "admission.binding_mismatch", "the receipt was issued for a different release or deployment"
+            )
         if receipt.target_environment != self.target.environment:
-            raise AdmissionError("admission.binding_mismatch", "the receipt was issued for a different target environment")
+            raise AdmissionError(
+                "admission.binding_mismatch", "the receipt was issued for a different target environment"
+            )
         if isinstance(receipt, ActivationReceipt) and purpose is not None and receipt.purpose != purpose:
             raise AdmissionError("admission.binding_mismatch", f"the receipt admits {receipt.purpose}, not {purpose}")
         grant_digest, grant_expires_at = self._delivery_grant(authority, release_id, deployment_id)
         if receipt.grant_digest != grant_digest:
-            raise AdmissionError("admission.binding_mismatch", "the receipt was issued under another grant than the release is delivered under")
+            raise AdmissionError(
+                "admission.binding_mismatch",
+                "the receipt was issued under another grant than the release is delivered under",
+            )
         if receipt.target_policy_digest != self.target.policy_digest:
-            raise AdmissionError("admission.policy_mismatch", "the receipt was issued under a policy no longer pinned for this target")
+            raise AdmissionError(
+                "admission.policy_mismatch", "the receipt was issued under a policy no longer pinned for this target"
+            )
         self._require_in_lifetime(receipt, grant_expires_at=grant_expires_at)
         self._require_live(receipt.revocation_epoch)
         return receipt
@@ -279,26 +310,40 @@ class ReceiptIssuer:
             return authority.grant_digest, authority.expires_at
         if type(authority) is DeploymentRecord:
             if authority.release_id != release_id or authority.deployment_id != deployment_id:
-                raise AdmissionError("admission.binding_mismatch", "the deployment record is not the one of this release and deployment")
+                raise AdmissionError(
+                    "admission.binding_mismatch", "the deployment record is not the one of this release and deployment"
+                )
             return authority.grant_digest, authority.authority_expires_at
         raise AdmissionError(
-            "admission.receipt_unauthenticated", "the authority is neither a verified authority receipt nor a bound deployment record"
+            "admission.receipt_unauthenticated",
+            "the authority is neither a verified authority receipt nor a bound deployment record",
         )
 
     def _require_sealed(self, receipt: SealedReceipt, what: str) -> None:
         if not PROCESS_SEAL.is_sealed(receipt):
-            raise AdmissionError("admission.receipt_unauthenticated", f"the {what} was not issued by this process or was changed after issue")
+            raise AdmissionError(
+                "admission.receipt_unauthenticated",
+                f"the {what} was not issued by this process or was changed after issue",
+            )
 
     def _require_in_lifetime(self, receipt: OperationReceipt | CleanupReceipt, *, grant_expires_at: str | None) -> None:
         """Verification time, lifetime, clamp to the grant's expiry, and expiry, against the clock now."""
         now = self._now()
         verified_at, expires_at = parse_timestamp(receipt.verified_at), parse_timestamp(receipt.expires_at)
         if now < verified_at:
-            raise AdmissionError("admission.used_before_verification", f"the receipt was verified at {receipt.verified_at}, later than now")
+            raise AdmissionError(
+                "admission.used_before_verification",
+                f"the receipt was verified at {receipt.verified_at}, later than now",
+            )
         if expires_at - verified_at > self._lifetime:
-            raise AdmissionError("admission.receipt_lifetime_exceeded", f"the receipt claims validity beyond the {self._lifetime} this issuer issues")
+            raise AdmissionError(
+                "admission.receipt_lifetime_exceeded",
+                f"the receipt claims validity beyond the {self._lifetime} this issuer issues",
+            )
         if grant_expires_at is not None and expires_at > parse_timestamp(grant_expires_at):
-            raise AdmissionError("admission.receipt_outlives_grant", f"the receipt expires after its grant ({grant_expires_at})")
+            raise AdmissionError(
+                "admission.receipt_outlives_grant", f"the receipt expires after its grant ({grant_expires_at})"
+            )
         if now >= expires_at:
             raise AdmissionError("admission.expired", f"the receipt expired at {receipt.expires_at}")
         if grant_expires_at is not None and now >= parse_timestamp(grant_expires_at):
@@ -306,7 +351,9 @@ class ReceiptIssuer:
 
     def _require_non_production(self, deployment_tier: str) -> None:
         if self.target.trust_tier != "non_production" or deployment_tier != "non_production":
-            raise AdmissionError("admission.production_tier", "development authority never admits a production-tier target")
+            raise AdmissionError(
+                "admission.production_tier", "development authority never admits a production-tier target"
+            )
 
     def _live(self) -> CurrentTarget:
         try:
@@ -316,13 +363,20 @@ class ReceiptIssuer:
         if not isinstance(live, CurrentTarget):
             raise ActivationAuthorityError("verifier_failed", "the current-target verifier returned an invalid answer")
         try:
-            mark = self._epoch_marks.raise_epoch(self.target.policy_digest, self.target.environment, live.revocation_epoch)
+            mark = self._epoch_marks.raise_epoch(
+                self.target.policy_digest, self.target.environment, live.revocation_epoch
+            )
         except Exception:
-            raise ActivationAuthorityError("verifier_failed", "the revocation epoch high-water mark could not be recorded") from None
+            raise ActivationAuthorityError(
+                "verifier_failed", "the revocation epoch high-water mark could not be recorded"
+            ) from None
         if isinstance(mark, bool) or not isinstance(mark, int):
             raise ActivationAuthorityError("verifier_failed", "the revocation epoch high-water mark is invalid")
         if live.revocation_epoch < mark:
-            raise AuthorityError("authority.epoch_rollback", f"the target's revocation epoch {live.revocation_epoch} is below the observed epoch {mark}")
+            raise AuthorityError(
+                "authority.epoch_rollback",
+                f"the target's revocation epoch {live.revocation_epoch} is below the observed epoch {mark}",
+            )
         return live
 
     def _require_live(self, revocation_epoch: int) -> None:

@@ -96,19 +96,27 @@ def verify_grant(
 ) -> DevelopmentAuthorityReceipt:
     """Verify `grant_bytes` under the pinned policy; see the module docstring for the check order."""
     grant_bytes = bytes(grant_bytes)
-    policy = verify_policy(_port(lambda: ports.policies.policy_bytes(pinned_policy_digest), bytes), pinned_policy_digest)
+    policy = verify_policy(
+        _port(lambda: ports.policies.policy_bytes(pinned_policy_digest), bytes), pinned_policy_digest
+    )
     grant_digest = digest(DevelopmentGrant.KIND, grant_bytes)
     signer_key_ids = _verify_signatures(policy, grant_bytes, grant_digest, signatures, ports)
     grant = parse_document(DevelopmentGrant, grant_bytes)
     now = _now(ports)
 
     if grant.policy_digest != pinned_policy_digest:
-        raise AuthorityError("authority.grant_policy_mismatch", "the grant names a different policy than the pinned one")
+        raise AuthorityError(
+            "authority.grant_policy_mismatch", "the grant names a different policy than the pinned one"
+        )
     if grant.environment not in policy.environments:
-        raise AuthorityError("authority.environment_not_allowed", f"environment {grant.environment!r} is not allowed by the policy")
+        raise AuthorityError(
+            "authority.environment_not_allowed", f"environment {grant.environment!r} is not allowed by the policy"
+        )
     _check_window(policy, grant, now)
     _check_epoch(grant, pinned_policy_digest, ports)
-    highest = _port(lambda: ports.sequences.highest(pinned_policy_digest, grant.environment), (AcceptedSequence, type(None)))
+    highest = _port(
+        lambda: ports.sequences.highest(pinned_policy_digest, grant.environment), (AcceptedSequence, type(None))
+    )
     _check_sequence(highest, AcceptedSequence(grant.sequence, grant_digest))
     _check_source(policy, grant, source)
     _check_membership(grant, source)
@@ -117,7 +125,9 @@ def verify_grant(
 
     accepted = AcceptedSequence(grant.sequence, grant_digest)
     if not _port(lambda: ports.sequences.accept(pinned_policy_digest, grant.environment, accepted), bool):
-        latest = _port(lambda: ports.sequences.highest(pinned_policy_digest, grant.environment), (AcceptedSequence, type(None)))
+        latest = _port(
+            lambda: ports.sequences.highest(pinned_policy_digest, grant.environment), (AcceptedSequence, type(None))
+        )
         _check_sequence(latest, accepted)
         raise AuthorityError("authority.rollback", "a newer grant was accepted concurrently")
 
@@ -204,11 +214,19 @@ def _check_epoch(grant: DevelopmentGrant, policy_digest: str, ports: AuthorityPo
         raise AuthorityError("authority.unavailable", "the revocation epoch source returned an invalid epoch")
     mark = _port(lambda: ports.sequences.raise_epoch(policy_digest, grant.environment, current), int)
     if current < mark:
-        raise AuthorityError("authority.epoch_rollback", f"the current revocation epoch {current} is below the observed epoch {mark}")
+        raise AuthorityError(
+            "authority.epoch_rollback", f"the current revocation epoch {current} is below the observed epoch {mark}"
+        )
     if grant.revocation_epoch < current:
-        raise AuthorityError("authority.revoked", f"the grant is from revocation epoch {grant.revocation_epoch}; the current epoch is {current}")
+        raise AuthorityError(
+            "authority.revoked",
+            f"the grant is from revocation epoch {grant.revocation_epoch}; the current epoch is {current}",
+        )
     if grant.revocation_epoch > current:
-        raise AuthorityError("authority.epoch_mismatch", f"the grant names epoch {grant.revocation_epoch}, ahead of the current epoch {current}")
+        raise AuthorityError(
+            "authority.epoch_mismatch",
+            f"the grant names epoch {grant.revocation_epoch}, ahead of the current epoch {current}",
+        )
 
 
 def _check_sequence(highest: AcceptedSequence | None, candidate: AcceptedSequence) -> None:
@@ -220,16 +238,22 @@ def _check_sequence(highest: AcceptedSequence | None, candidate: AcceptedSequenc
             f"grant sequence {candidate.sequence} is lower than the accepted sequence {highest.sequence}",
         )
     if candidate.sequence == highest.sequence and candidate.grant_digest != highest.grant_digest:
-        raise AuthorityError("authority.sequence_conflict", f"another grant was already accepted as sequence {candidate.sequence}")
+        raise AuthorityError(
+            "authority.sequence_conflict", f"another grant was already accepted as sequence {candidate.sequence}"
+        )
 
 
 def _check_source(policy: DevelopmentPolicy, grant: DevelopmentGrant, source: ReconstructedSource) -> None:
     if grant.source_repository_digest != repository_digest(policy.source_repository):
         raise AuthorityError("authority.source_mismatch", "the grant names a repository other than the policy's")
     if source.repository != policy.source_repository:
-        raise AuthorityError("authority.source_mismatch", "the reconstructed source comes from a repository other than the policy's")
+        raise AuthorityError(
+            "authority.source_mismatch", "the reconstructed source comes from a repository other than the policy's"
+        )
     if grant.source_commit != source.commit:
-        raise AuthorityError("authority.source_mismatch", "the grant's commit differs from the reconstructed source commit")
+        raise AuthorityError(
+            "authority.source_mismatch", "the grant's commit differs from the reconstructed source commit"
+        )
 
 
 def _check_membership(grant: DevelopmentGrant, source: ReconstructedSource) -> None:
@@ -273,7 +297,9 @@ def _port(call: Callable[[], T], expected: type | tuple[type, ...]) -> T:
     except AuthorityError:
         raise
     except Exception:
-        raise AuthorityError("authority.unavailable", "a verification dependency failed; nothing was authorized") from None
+        raise AuthorityError(
+            "authority.unavailable", "a verification dependency failed; nothing was authorized"
+        ) from None
     if not isinstance(result, expected):
         raise AuthorityError("authority.unavailable", "a verification dependency returned an invalid answer")
     return result

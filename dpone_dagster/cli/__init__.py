@@ -16,7 +16,9 @@ from dpone_dagster.cli import demo, dev, fork, init, lake, release
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__.splitlines()[0])
 app.add_typer(fork.app, name="fork", help="Create, inspect and drop fork data environments.")
 app.add_typer(lake.app, name="lake", help="Inspect how a workspace attaches its DuckLakes.")
-app.add_typer(release.app, name="release", help="Inspect and re-verify development releases; recover, repair-audit, rollback, gc.")
+app.add_typer(
+    release.app, name="release", help="Inspect and re-verify development releases; recover, repair-audit, rollback, gc."
+)
 demo.register(app)
 app.command("dev")(dev.dev)
 app.command("init")(init.init)

@@ -155,7 +155,9 @@ class ReleaseOutcome:
             published = f"  registry: published {self.bytes_written} bytes in {self.objects_written} objects"
         installed = "  cache: activated" if self.activated else "  cache: already the active deployment"
         first, *rest = self.summary.lines()
-        header = f"release_job (run {self.summary.run_id[:8]}): policy, grant, compile, capture, compose, publish, install"
+        header = (
+            f"release_job (run {self.summary.run_id[:8]}): policy, grant, compile, capture, compose, publish, install"
+        )
         return [header, first, published, installed, *rest]
 
 
@@ -215,7 +217,9 @@ def demo(
             suffix = "" if t.kind == "table" else f"  ({t.kind})"
             typer.echo(f"  {t.schema + '.' + t.table:<{width}}  {t.rows:>8} rows{suffix}")
         if load_config().workspace != ROOT_WORKSPACE:  # a fork's confined process may not write the release platform
-            typer.echo("release: not delivered from a fork (run `make demo` in prod; docs/forks.md, kernel confinement)")
+            typer.echo(
+                "release: not delivered from a fork (run `make demo` in prod; docs/forks.md, kernel confinement)"
+            )
             typer.echo("fork part: shown from prod only (there `make demo` builds one model in wm-fork-demo)")
             return
         for line in run_release(instance, location).lines():

@@ -68,8 +68,13 @@ def create(
     from dpone_dagster import api
 
     created = api.create_fork(
-        workspace_id, parent=parent, owner=owner or _current_user(), shared_lakes=shared, shared_with=shared_with,
-        ttl=ttl, pin=pin,
+        workspace_id,
+        parent=parent,
+        owner=owner or _current_user(),
+        shared_lakes=shared,
+        shared_with=shared_with,
+        ttl=ttl,
+        pin=pin,
     )
     typer.echo(f"created {created.id} (parent {created.parent_id}, owner {created.owner})")
 
@@ -251,7 +256,9 @@ def _touch(workspace_id: str) -> None:
 @reported
 def janitor(
     dry_run: bool = typer.Option(False, "--dry-run", help="List what would be dropped and why; drop nothing."),
-    ttl: str = typer.Option(None, "--ttl", help="Default TTL for forks without their own (e.g. 3d; default: forks.ttl)."),
+    ttl: str = typer.Option(
+        None, "--ttl", help="Default TTL for forks without their own (e.g. 3d; default: forks.ttl)."
+    ),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Drop throwaway forks idle longer than their TTL (standing dev workspaces and prod: never)."""
@@ -298,7 +305,10 @@ def ensure(
     else:
         typer.echo(f"{result.action} {result.workspace_id} (parent {result.parent_id}, {result.source})")
         if result.left_for_retry:
-            typer.echo(f"{result.left_for_retry} namespace(s) left for retry; `dpone fork drop {result.workspace_id}` retries", err=True)
+            typer.echo(
+                f"{result.left_for_retry} namespace(s) left for retry; `dpone fork drop {result.workspace_id}` retries",
+                err=True,
+            )
     if result.left_for_retry:
         raise typer.Exit(2)
 

@@ -17,9 +17,13 @@ import typer
 def diff(
     workspace_id: str = typer.Argument(..., metavar="FORK"),
     tables: list[str] = typer.Argument(None, metavar="[TABLE]...", help="Default: every table the fork materialized."),
-    key: list[str] = typer.Option([], "--key", help="Primary-key column (repeatable); default: the model's dbt unique test."),
+    key: list[str] = typer.Option(
+        [], "--key", help="Primary-key column (repeatable); default: the model's dbt unique test."
+    ),
     since_pin: bool = typer.Option(
-        False, "--since-pin", help="Also count the parent's changes since the fork built each table (DuckLake change feed)."
+        False,
+        "--since-pin",
+        help="Also count the parent's changes since the fork built each table (DuckLake change feed).",
     ),
     lake: str = typer.Option("main", "--lake"),
     as_json: bool = typer.Option(False, "--json"),
@@ -32,7 +36,9 @@ def diff(
         typer.echo(json.dumps(result.as_dict(), indent=2, sort_keys=True))
         return
     typer.echo(result.markdown())
-    typer.echo(f"\npromote from the parent's process: dpone fork promote {workspace_id} <table>... --diff-id {result.diff_id}")
+    typer.echo(
+        f"\npromote from the parent's process: dpone fork promote {workspace_id} <table>... --diff-id {result.diff_id}"
+    )
 
 
 def promote(

@@ -47,8 +47,10 @@ class FileChange:
     def diff(self, root: Path) -> str:
         name = str(self.path.relative_to(root)) if self.path.is_relative_to(root) else self.path.name
         lines = difflib.unified_diff(
-            (self.before or "").splitlines(keepends=True), self.after.splitlines(keepends=True),
-            fromfile=f"a/{name}" if self.before is not None else "/dev/null", tofile=f"b/{name}",
+            (self.before or "").splitlines(keepends=True),
+            self.after.splitlines(keepends=True),
+            fromfile=f"a/{name}" if self.before is not None else "/dev/null",
+            tofile=f"b/{name}",
         )
         return "".join(lines)
 
@@ -76,7 +78,11 @@ def find_dbt_project(root: Path, given: Path | None) -> Path:
         if not (folder / "dbt_project.yml").is_file():
             raise InitError(f"no dbt_project.yml in {given}", code="init.dbt_project_missing")
         return folder
-    found = sorted(p.parent for p in [root / "dbt_project.yml", *root.glob("*/dbt_project.yml"), *root.glob("*/*/dbt_project.yml")] if p.is_file())
+    found = sorted(
+        p.parent
+        for p in [root / "dbt_project.yml", *root.glob("*/dbt_project.yml"), *root.glob("*/*/dbt_project.yml")]
+        if p.is_file()
+    )
     found = [p for p in found if not {"dbt_packages", "target", ".venv"} & set(p.relative_to(root).parts)]
     if len(found) != 1:
         raise InitError(
@@ -96,12 +102,18 @@ def _plugin_target(old: dict, lake: str) -> dict:
         "threads": 1,
         **({"extensions": old["extensions"]} if old.get("extensions") else {}),
         **({"settings": old["settings"]} if old.get("settings") else {}),
-        "plugins": [*(p for p in old.get("plugins") or [] if p.get("module") != PLUGIN_MODULE),
-                    {"module": PLUGIN_MODULE, "alias": "dpone", "config": {"lake": lake}}],
-        "attach": [{
-            "path": f"ducklake:dpone-plugin-did-not-attach-this-lake/lake_{lake}.ducklake",
-            "alias": f"lake_{lake}", "is_ducklake": True, "options": {"create_if_not_exists": False},
-        }],
+        "plugins": [
+            *(p for p in old.get("plugins") or [] if p.get("module") != PLUGIN_MODULE),
+            {"module": PLUGIN_MODULE, "alias": "dpone", "config": {"lake": lake}},
+        ],
+        "attach": [
+            {
+                "path": f"ducklake:dpone-plugin-did-not-attach-this-lake/lake_{lake}.ducklake",
+                "alias": f"lake_{lake}",
+                "is_ducklake": True,
+                "options": {"create_if_not_exists": False},
+            }
+        ],
     }
 
 
@@ -113,12 +125,16 @@ def _profile_change(dbt_project: Path, target_name: str, lake: str) -> FileChang
     profile_name = _read_yaml(dbt_project / "dbt_project.yml", "the dbt project").get("profile")
     path = dbt_project / "profiles.yml"
     if not path.is_file():
-        raise InitError("no profiles.yml beside dbt_project.yml: dpone reads the profile there", code="init.profiles_missing")
+        raise InitError(
+            "no profiles.yml beside dbt_project.yml: dpone reads the profile there", code="init.profiles_missing"
+        )
     before = path.read_text(encoding="utf-8")
     profiles = _read_yaml(path, "the profiles")
     profile = profiles.get(profile_name)
     if not isinstance(profile, dict) or not isinstance(profile.get("outputs"), dict) or not profile["outputs"]:
-        raise InitError(f"profiles.yml has no outputs for the profile {profile_name!r}", code="init.profile_unsupported")
+        raise InitError(
+            f"profiles.yml has no outputs for the profile {profile_name!r}", code="init.profile_unsupported"
+        )
     outputs = profile["outputs"]
     existing = outputs.get(target_name)
     if isinstance(existing, dict) and _is_fork_aware(existing) and profile.get("target") == target_name:
@@ -137,7 +153,9 @@ def _profile_change(dbt_project: Path, target_name: str, lake: str) -> FileChang
             "lake, so move those reads into dbt sources of the lake first",
             code="init.profile_unsupported",
         )
-    outputs[target_name] = existing if isinstance(existing, dict) and _is_fork_aware(existing) else _plugin_target(base, lake)
+    outputs[target_name] = (
+        existing if isinstance(existing, dict) and _is_fork_aware(existing) else _plugin_target(base, lake)
+    )
     profile["target"] = target_name
     return FileChange(path, before, yaml.safe_dump(profiles, sort_keys=False))
 
@@ -150,7 +168,9 @@ def _config_change(root: Path, dbt_project: Path) -> FileChange | None:
         if named is not None and (root / str(named)).resolve() == dbt_project:
             return None
         if named is not None:
-            raise InitError("dpone.yaml already names another dbt project (dbt_project_dir)", code="init.config_conflict")
+            raise InitError(
+                "dpone.yaml already names another dbt project (dbt_project_dir)", code="init.config_conflict"
+            )
         before = path.read_text(encoding="utf-8")
         return FileChange(path, before, f"dbt_project_dir: {relative}\n" + before)
     body = (
@@ -193,7 +213,11 @@ def plan_init(root: Path, *, dbt_project: Path | None = None, target: str = "dpo
     project = find_dbt_project(root, dbt_project)
     changes = [
         change
-        for change in (_config_change(root, project), _profile_change(project, target, lake), _dagster_change(root, project, lake))
+        for change in (
+            _config_change(root, project),
+            _profile_change(project, target, lake),
+            _dagster_change(root, project, lake),
+        )
         if change is not None
     ]
     return InitPlan(root=root, dbt_project=project, changes=changes)
@@ -206,7 +230,9 @@ def apply_init(plan: InitPlan) -> None:
 
 
 def init(
-    dbt_project: Path = typer.Option(None, "--dbt-project", help="The dbt project folder (default: the one found here)."),
+    dbt_project: Path = typer.Option(
+        None, "--dbt-project", help="The dbt project folder (default: the one found here)."
+    ),
     target: str = typer.Option("dpone", "--target", help="Name of the fork-aware profile target to add."),
     lake: str = typer.Option("main", "--lake", help="The DuckLake the dbt models are tables of."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what would change; write nothing."),

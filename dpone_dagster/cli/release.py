@@ -62,7 +62,9 @@ def show(path: str, as_json: bool = typer.Option(False, "--json", help="Print on
 def verify(path: str) -> None:
     """Re-verify every byte of a published or installed release; exit 1 with the error code if any differs."""
     inspected = _open_or_exit(path)
-    typer.echo(f"verified {inspected.kind} release {inspected.bundle.release_id} ({len(inspected.bundle.members)} members)")
+    typer.echo(
+        f"verified {inspected.kind} release {inspected.bundle.release_id} ({len(inspected.bundle.members)} members)"
+    )
 
 
 # -- operator operations ------------------------------------------------------------------------
@@ -125,7 +127,9 @@ def gc(dry_run: bool = DRY_RUN, as_json: bool = JSON) -> None:
 def break_lease(
     lease_id: str,
     dry_run: bool = DRY_RUN,
-    force: bool = typer.Option(False, "--force", help="Break an expired lease whose holder cannot be seen from this host."),
+    force: bool = typer.Option(
+        False, "--force", help="Break an expired lease whose holder cannot be seen from this host."
+    ),
     as_json: bool = JSON,
 ) -> None:
     """Break a registry lease a killed publish or install left (holder provably gone; run --dry-run first)."""

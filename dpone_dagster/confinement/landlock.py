@@ -50,7 +50,19 @@ REFER = 1 << 13  # ABI 2
 TRUNCATE = 1 << 14  # ABI 3
 
 _WRITE_RIGHTS_BY_ABI = (
-    (1, WRITE_FILE | REMOVE_DIR | REMOVE_FILE | MAKE_CHAR | MAKE_DIR | MAKE_REG | MAKE_SOCK | MAKE_FIFO | MAKE_BLOCK | MAKE_SYM),
+    (
+        1,
+        WRITE_FILE
+        | REMOVE_DIR
+        | REMOVE_FILE
+        | MAKE_CHAR
+        | MAKE_DIR
+        | MAKE_REG
+        | MAKE_SOCK
+        | MAKE_FIFO
+        | MAKE_BLOCK
+        | MAKE_SYM,
+    ),
     (2, REFER),
     (3, TRUNCATE),
 )
@@ -99,7 +111,9 @@ def abi_version() -> int:
     if not os.uname().sysname == "Linux":
         return 0
     try:
-        version = _libc().syscall(_SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(_CREATE_RULESET_VERSION))
+        version = _libc().syscall(
+            _SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(_CREATE_RULESET_VERSION)
+        )
     except (OSError, AttributeError):
         return 0
     return int(version) if version > 0 else 0
@@ -133,7 +147,9 @@ def restrict_self(rules: Sequence[Rule]) -> int:
     handled = handled_rights(abi)
     libc = _libc()
     attr = _RulesetAttr(handled)
-    ruleset = libc.syscall(_SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)), ctypes.c_uint32(0))
+    ruleset = libc.syscall(
+        _SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)), ctypes.c_uint32(0)
+    )
     if ruleset < 0:
         raise _fail("create a ruleset")
     try:
@@ -158,7 +174,16 @@ def _add_rule(libc: ctypes.CDLL, ruleset: int, rule: Rule, handled: int) -> None
     try:
         allowed = handled & (FILE_RIGHTS if rule.is_file else handled)
         beneath = _PathBeneathAttr(allowed, fd)
-        if libc.syscall(_SYS_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(_RULE_PATH_BENEATH), ctypes.byref(beneath), ctypes.c_uint32(0)) != 0:
+        if (
+            libc.syscall(
+                _SYS_ADD_RULE,
+                ctypes.c_int(ruleset),
+                ctypes.c_int(_RULE_PATH_BENEATH),
+                ctypes.byref(beneath),
+                ctypes.c_uint32(0),
+            )
+            != 0
+        ):
             raise _fail("add a rule")
     finally:
         os.close(fd)

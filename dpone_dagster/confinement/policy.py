@@ -115,7 +115,9 @@ def _local_tree(location: str) -> Path | None:
     return None if "://" in location else Path(location)
 
 
-def _lake_places(config: DponeConfig, workspace: str) -> Iterator[tuple[LakeConfig, list[Path], list[Path], OwnPlace | None]]:
+def _lake_places(
+    config: DponeConfig, workspace: str
+) -> Iterator[tuple[LakeConfig, list[Path], list[Path], OwnPlace | None]]:
     """Per configured lake: (lake, writable trees, parent paths that must stay read-only, own place)."""
     for lake in config.all_lakes:
         try:
@@ -146,8 +148,13 @@ def _lake_places(config: DponeConfig, workspace: str) -> Iterator[tuple[LakeConf
         protected = []
         for index, member in enumerate(view.chain[1:], start=1):
             try:
-                there = physical_lake(member.id, view.settings[member.id].settings, config,
-                                      is_fork=view.is_fork_at(index), incarnation=member.incarnation)
+                there = physical_lake(
+                    member.id,
+                    view.settings[member.id].settings,
+                    config,
+                    is_fork=view.is_fork_at(index),
+                    incarnation=member.incarnation,
+                )
             except DponeError:
                 continue  # a catalog kind forks cannot attach: never read, never written
             if there.namespace.catalog.kind == "duckdb":
@@ -163,7 +170,11 @@ def fork_policy(config: DponeConfig, environ: Mapping[str, str] | None = None) -
     if workspace == ROOT_WORKSPACE:
         return None
     own_folder = config.state_path / "workspaces" / workspace_segment(workspace)
-    dagster_home = Path(environ["DAGSTER_HOME"]).expanduser().resolve() if environ.get("DAGSTER_HOME") else default_dagster_home(config)
+    dagster_home = (
+        Path(environ["DAGSTER_HOME"]).expanduser().resolve()
+        if environ.get("DAGSTER_HOME")
+        else default_dagster_home(config)
+    )
     temp = private_temp_dir(config)
     trees: list[Path] = [own_folder, dagster_home, temp]
     protected: list[Path] = [probe_path(config)]
@@ -185,7 +196,9 @@ def fork_policy(config: DponeConfig, environ: Mapping[str, str] | None = None) -
         "DAGSTER_HOME": str(dagster_home),
         MARKER_ENV: workspace,
     }
-    return ConfinementPolicy(workspace, unique, tuple(Path(p) for p in DEVICE_FILES), tuple(protected), env, tuple(places))
+    return ConfinementPolicy(
+        workspace, unique, tuple(Path(p) for p in DEVICE_FILES), tuple(protected), env, tuple(places)
+    )
 
 
 def _refuse_covering(trees: tuple[Path, ...], protected: list[Path]) -> None:

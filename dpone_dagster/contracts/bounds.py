@@ -55,7 +55,9 @@ def bounded_text(pattern: str, max_length: int) -> Any:
 Digest = bounded_text(DIGEST_PATTERN, 71)
 ContentSha256 = bounded_text(r"^[0-9a-f]{64}$", 64)  # plain hex of raw bytes; never comparable with a `Digest`
 GitCommit = bounded_text(r"^[0-9a-f]{40}$", 40)
-Timestamp = Annotated[bounded_text(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$", 20), AfterValidator(_valid_timestamp)]
+Timestamp = Annotated[
+    bounded_text(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$", 20), AfterValidator(_valid_timestamp)
+]
 Name = bounded_text(r"^[a-z0-9][a-z0-9_.-]{0,62}$", 63)
 Identifier = bounded_text(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,255}$", 256)
 WorkloadId = Identifier
@@ -81,7 +83,9 @@ def require_sorted_unique(items: Sequence[T], key: Callable[[T], Any] | None = N
     return items
 
 
-def sorted_unique(item: Any, *, max_length: int = MAX_LIST, min_length: int = 0, key: Callable[[Any], Any] | None = None) -> Any:
+def sorted_unique(
+    item: Any, *, max_length: int = MAX_LIST, min_length: int = 0, key: Callable[[Any], Any] | None = None
+) -> Any:
     """A tuple field of `item` that must arrive sorted by `key` (default: the item) and without repeats."""
     return Annotated[
         tuple[item, ...],

@@ -108,9 +108,7 @@ def format_number(value: int | float) -> str:
         raise CanonicalError("canonical.unsupported_type", "a boolean is not a number")
     if isinstance(value, int):
         if abs(value) > MAX_SAFE_INTEGER:
-            raise CanonicalError(
-                "canonical.number_out_of_range", "integer outside the IEEE-754 safe range (±2^53-1)"
-            )
+            raise CanonicalError("canonical.number_out_of_range", "integer outside the IEEE-754 safe range (±2^53-1)")
         return str(value)
     if not math.isfinite(value):
         raise CanonicalError("canonical.non_finite_number", "NaN and Infinity have no JSON form")

@@ -69,7 +69,10 @@ def _types() -> dict[tuple[str, str | None], DocumentType]:
     entries = [
         DocumentType("dpone.release-set.v1", None, "production", ProductionReleaseSetV1),
         DocumentType("dpone.release-set.v2", None, "production", ProductionReleaseSetV2),
-        *(DocumentType(RELEASE_SET_V3_SCHEMA, profile, "production", ProductionCompositionV3) for profile in PRODUCTION_PROFILES),
+        *(
+            DocumentType(RELEASE_SET_V3_SCHEMA, profile, "production", ProductionCompositionV3)
+            for profile in PRODUCTION_PROFILES
+        ),
         DocumentType(RELEASE_SET_V3_SCHEMA, SYNTHETIC_PROFILE, "synthetic", SyntheticCompositionV3),
         DocumentType(RELEASE_SET_V3_SCHEMA, DEVELOPMENT_PROFILE, "development", DevelopmentReleaseSetV3),
         DocumentType(RELEASE_SET_V3_SCHEMA, PAGED_DEVELOPMENT_PROFILE, "development", PagedDevelopmentReleaseSetV3),
@@ -137,6 +140,8 @@ def read_development_document(data: bytes) -> ContractModel:
 def family_of(document: ContractModel) -> Family:
     """The family of an already-read document."""
     for entry in DOCUMENT_TYPES.values():
-        if type(document) is entry.model and (entry.profile is None or getattr(document, "profile", None) == entry.profile):
+        if type(document) is entry.model and (
+            entry.profile is None or getattr(document, "profile", None) == entry.profile
+        ):
             return entry.family
     raise DispatchError("dispatch.unknown_document", f"{type(document).__name__} is not a dispatchable document")

@@ -137,7 +137,6 @@ class FlowError(CodedError):
     }
 
 
-
 _SQL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 CONNECTION_PARAMETERS: Mapping[str, re.Pattern[str]] = {
     "schema": _SQL_NAME,
@@ -156,9 +155,15 @@ def require_binding_shape(parameters: Mapping[str, str]) -> None:
     for name, value in parameters.items():
         form = CONNECTION_PARAMETERS.get(name)
         if form is None:
-            raise FlowError("flows.connection_parameter_not_allowed", f"connection parameter {name!r} is not a binding-shape parameter")
+            raise FlowError(
+                "flows.connection_parameter_not_allowed",
+                f"connection parameter {name!r} is not a binding-shape parameter",
+            )
         if not isinstance(value, str) or not form.fullmatch(value):
-            raise FlowError("flows.connection_parameter_invalid", f"the value of connection parameter {name!r} is outside its bounded form")
+            raise FlowError(
+                "flows.connection_parameter_invalid",
+                f"the value of connection parameter {name!r} is outside its bounded form",
+            )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -397,6 +402,7 @@ class OrdinaryCapture(ContractModel):
         subjects = []
         for workload in self.workloads:
             subjects.append({"workload": workload.pack_id, "kind": "runtime", "hook_id": None})
-            subjects.extend({"workload": workload.pack_id, "kind": "pre_hook", "hook_id": h} for h in workload.hook_order)
+            subjects.extend(
+                {"workload": workload.pack_id, "kind": "pre_hook", "hook_id": h} for h in workload.hook_order
+            )
         return tuple(sorted(subjects, key=lambda s: (s["workload"], s["kind"], s["hook_id"] or "")))
-

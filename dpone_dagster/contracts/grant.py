@@ -124,4 +124,6 @@ class GrantSignatures(ContractModel):
 
     schema_: Literal["dpone.development-authority-signatures.v1"] = Field(default=SIGNATURE_SET_SCHEMA, alias="schema")
     grant_digest: Digest
-    signatures: sorted_unique(DetachedSignature, min_length=1, max_length=2 * MAX_SIGNERS, key=DetachedSignature.sort_key)
+    signatures: sorted_unique(
+        DetachedSignature, min_length=1, max_length=2 * MAX_SIGNERS, key=DetachedSignature.sort_key
+    )

@@ -72,7 +72,9 @@ class SignerKey(ContractModel):
         if defect == "small_order":
             raise SignerKeyError("policy.signer_key_small_order", f"signer {self.key_id} is a small-order point")
         if defect is not None:
-            raise SignerKeyError("policy.signer_key_non_canonical", f"signer {self.key_id} is not a canonical curve point ({defect})")
+            raise SignerKeyError(
+                "policy.signer_key_non_canonical", f"signer {self.key_id} is not a canonical curve point ({defect})"
+            )
         return self
 
 

@@ -105,7 +105,9 @@ class _ProductionRelease(ContractModel):
     trust_tier: Literal["production"]
     release_name: Name
     source_commit: GitCommit
-    route_certifications: sorted_unique(RouteCertification, min_length=1, max_length=1024, key=lambda item: item.route_id)
+    route_certifications: sorted_unique(
+        RouteCertification, min_length=1, max_length=1024, key=lambda item: item.route_id
+    )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -76,7 +76,10 @@ def paged_integrity_subject_for(
     native: tuple[NativeConstituent, ...] | list[NativeConstituent], pages: tuple[str, ...] | list[str]
 ) -> str:
     """The integrity subject of a paged parent: one digest over the native constituents and the page digests."""
-    return digest(PAGED_INTEGRITY_SUBJECT_KIND, {"native": [item.model_dump(mode="json") for item in native], "pages": list(pages)})
+    return digest(
+        PAGED_INTEGRITY_SUBJECT_KIND,
+        {"native": [item.model_dump(mode="json") for item in native], "pages": list(pages)},
+    )
 
 
 class PagedDevelopmentReleaseSetV3(_ProfiledIdentity, _DevelopmentBinding):

@@ -56,9 +56,7 @@ def open_store(url: str) -> Engine:
     try:
         METADATA.create_all(engine)
     except sa.exc.OperationalError:
-        raise ControlStoreError(
-            f"the control store ({parsed.get_backend_name()}) cannot be reached"
-        ) from None
+        raise ControlStoreError(f"the control store ({parsed.get_backend_name()}) cannot be reached") from None
     return engine
 
 

@@ -133,7 +133,9 @@ ROOT = Workspace(ROOT_WORKSPACE, None, SYSTEM_OWNER, "")
 
 def workspace_of(row) -> Workspace:
     incarnation = getattr(row, "incarnation", None) or LEGACY_INCARNATION
-    return Workspace(row.id, row.parent_id, row.owner, row.created_at, incarnation, getattr(row, "state", None) or ACTIVE)
+    return Workspace(
+        row.id, row.parent_id, row.owner, row.created_at, incarnation, getattr(row, "state", None) or ACTIVE
+    )
 
 
 def ancestor_chain(conn: Connection, workspace_id: str) -> list[Workspace]:
@@ -160,9 +162,9 @@ def _chain_query() -> sa.Select:
     )
     parent = workspace.alias("parent")
     chain = chain.union_all(
-        sa.select(
-            parent.c.id, parent.c.parent_id, parent.c.owner, parent.c.created_at, chain.c.depth + 1
-        ).where(parent.c.id == chain.c.parent_id, chain.c.depth < MAX_CHAIN_DEPTH)
+        sa.select(parent.c.id, parent.c.parent_id, parent.c.owner, parent.c.created_at, chain.c.depth + 1).where(
+            parent.c.id == chain.c.parent_id, chain.c.depth < MAX_CHAIN_DEPTH
+        )
     )
     inc = workspace_incarnation
     return (
@@ -194,18 +196,14 @@ def lake_settings(
 
 
 def deleted_children(conn: Connection, workspace_id: str) -> list[str]:
-    query = sa.select(workspace_tombstone.c.workspace_id).where(
-        workspace_tombstone.c.parent_id == workspace_id
-    )
+    query = sa.select(workspace_tombstone.c.workspace_id).where(workspace_tombstone.c.parent_id == workspace_id)
     return sorted(r[0] for r in conn.execute(query))
 
 
 def incarnation_state(conn: Connection, workspace_id: str) -> tuple[str, str] | None:
     """(incarnation, state) of a fork id, or None when it never had an incarnation row."""
     inc = workspace_incarnation
-    row = conn.execute(
-        sa.select(inc.c.incarnation, inc.c.state).where(inc.c.workspace_id == workspace_id)
-    ).first()
+    row = conn.execute(sa.select(inc.c.incarnation, inc.c.state).where(inc.c.workspace_id == workspace_id)).first()
     return None if row is None else (row.incarnation, row.state)
 
 
@@ -242,9 +240,7 @@ def touch_active_incarnation(conn: Connection, workspace_id: str, incarnation: s
     if incarnation == LEGACY_INCARNATION:
         exists = conn.execute(sa.select(workspace.c.id).where(workspace.c.id == workspace_id)).first()
         return exists is not None
-    where = sa.and_(
-        inc.c.workspace_id == workspace_id, inc.c.incarnation == incarnation, inc.c.state == ACTIVE
-    )
+    where = sa.and_(inc.c.workspace_id == workspace_id, inc.c.incarnation == incarnation, inc.c.state == ACTIVE)
     return conn.execute(inc.update().where(where).values(updated_at=now)).rowcount == 1
 
 

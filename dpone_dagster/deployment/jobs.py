@@ -19,7 +19,6 @@ re-verified when the run worker loads this code location, not a copy captured wh
 a cache altered between the two makes the run fail to load instead of starting.
 """
 
-
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,11 +72,17 @@ def family_jobs(
     """
     named = list(zip(tasks, names, strict=True))
     ops = {task.label: _start_op(task, name, runtime, family) for task, name in named}
-    hooks = {(task.runtime_task.workload_id, task.runtime_task.hook_id): task for task, _ in named if task.runtime_task.hook_id}
+    hooks = {
+        (task.runtime_task.workload_id, task.runtime_task.hook_id): task
+        for task, _ in named
+        if task.runtime_task.hook_id
+    }
     return [_task_job(task, name, ops, _upstream_hooks(task, hooks)) for task, name in named]
 
 
-def _task_job(task: DormantTask, name: str, ops: Mapping[str, dg.OpDefinition], upstream: Sequence[DormantTask]) -> dg.JobDefinition:
+def _task_job(
+    task: DormantTask, name: str, ops: Mapping[str, dg.OpDefinition], upstream: Sequence[DormantTask]
+) -> dg.JobDefinition:
     @dg.job(name=name, description=_describe(task), tags=_tags(task), metadata=task.metadata())
     def _job() -> None:
         done: dict[str, object] = {}
@@ -140,7 +145,9 @@ def _start_op(task: DormantTask, name: str, runtime: DeploymentRuntime, family: 
             raise _denial_failure(context, denied, runtime) from None
         except DponeError as error:
             raise dg.Failure(
-                description=str(error), metadata={"error_code": error.code, **_counts(context, runtime)}, allow_retries=False
+                description=str(error),
+                metadata={"error_code": error.code, **_counts(context, runtime)},
+                allow_retries=False,
             ) from None
         counts = _counts(context, runtime)
         context.instance.add_run_tags(
@@ -171,7 +178,9 @@ def _counts(context: OpExecutionContext, runtime: DeploymentRuntime) -> dict[str
     }
 
 
-def _denial_failure(context: OpExecutionContext, denied: ExecutionDeniedError, runtime: DeploymentRuntime) -> dg.Failure:
+def _denial_failure(
+    context: OpExecutionContext, denied: ExecutionDeniedError, runtime: DeploymentRuntime
+) -> dg.Failure:
     denial = denied.denial
     context.instance.add_run_tags(
         context.run_id,
@@ -183,16 +192,24 @@ def _denial_failure(context: OpExecutionContext, denied: ExecutionDeniedError, r
             f"{TAG_PREFIX}denial_recorded": "control_store",
         },
     )
-    metadata: dict[str, dg.RawMetadataValue] = {**denial.as_metadata(), "error_code": denied.code, **_counts(context, runtime)}
+    metadata: dict[str, dg.RawMetadataValue] = {
+        **denial.as_metadata(),
+        "error_code": denied.code,
+        **_counts(context, runtime),
+    }
     return dg.Failure(description=str(denied), metadata=metadata, allow_retries=False)
 
 
 def _describe(task: DormantTask) -> str:
     if task.family == SYNTHETIC_FAMILY:
-        lines = [f"Synthetic-family {task.kind.value} task `{task.label}`: runs for real in the synthetic runtime's own lake."]
+        lines = [
+            f"Synthetic-family {task.kind.value} task `{task.label}`: runs for real in the synthetic runtime's own lake."
+        ]
         lines.append("Admitted by the standard runtime only on a synthetic target; credentials are resolved by alias.")
     else:
         lines = [f"Dormant {task.kind.value} task `{task.label}` of the installed development release."]
-        lines.append("Launching it is refused by the standard runtime admission before any credential, source or writer.")
+        lines.append(
+            "Launching it is refused by the standard runtime admission before any credential, source or writer."
+        )
     lines.extend(f"- {key}: {value}" for key, value in task.metadata().items())
     return "\n".join(lines)

@@ -63,18 +63,21 @@ def build_definitions(settings: ReleaseSettings, *, clock: Clock | None = None) 
             f"an installed release failed integrity verification ({error.code}: {error.message}); "
             "it was not loaded. Re-install it from the registry, or roll back to the previous deployment."
         ) from None
-    runtime = DeploymentRuntime(settings=settings, ledger=AccessLedger(settings.access_ledger), clock=clock, target=protected)
+    runtime = DeploymentRuntime(
+        settings=settings, ledger=AccessLedger(settings.access_ledger), clock=clock, target=protected
+    )
     jobs = []
     if installed is not None:
         release = FamilyRelease(installed.bundle, installed_admission_view(installed), lake_dir=None)
         tasks = dormant_tasks(installed.bundle)
         jobs += family_jobs(tasks, job_names(tasks), runtime, release)
     if synthetic is not None and settings.runs_synthetic_runtime:
-        release = FamilyRelease(synthetic, synthetic.admission_view(), lake_dir=settings.synthetic_runtime_root / "lake")
+        release = FamilyRelease(
+            synthetic, synthetic.admission_view(), lake_dir=settings.synthetic_runtime_root / "lake"
+        )
         tasks = synthetic_tasks(synthetic.ordinary)
         jobs += family_jobs(tasks, [SYNTHETIC_JOB_PREFIX + name for name in job_names(tasks)], runtime, release)
     return dg.Definitions(jobs=jobs)
-
 
 
 def location_definitions() -> dg.Definitions:

@@ -195,7 +195,10 @@ def _in_process_twin(config: Mapping) -> Executor:
     """An in-process executor with the retry mode of the configured mode (multiprocess or in_process)."""
     mode = config.get("multiprocess") or config.get("in_process") or {}
     return _core_in_process_executor_creation(
-        {"retries": mode.get("retries") or {"enabled": {}}, "step_dependency_config": mode.get("step_dependency_config")}
+        {
+            "retries": mode.get("retries") or {"enabled": {}},
+            "step_dependency_config": mode.get("step_dependency_config"),
+        }
     )
 
 

@@ -135,8 +135,13 @@ def _record(lake: str, run: TerminalRun) -> None:
         for status, tables in (("materialized", run.built), ("failed", run.failed)):
             for table in tables:
                 record_built_table(
-                    conn, workspace=config.workspace, lake=lake, alias=resolved.alias, table=table,
-                    status=status, config=config,  # type: ignore[arg-type]
+                    conn,
+                    workspace=config.workspace,
+                    lake=lake,
+                    alias=resolved.alias,
+                    table=table,
+                    status=status,
+                    config=config,  # type: ignore[arg-type]
                 )
     finally:
         conn.close()

@@ -55,9 +55,7 @@ def extension_path(name: str) -> Path:
         raise ExtensionMissingError(f"extension {name!r} is not one the project ships")
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
-        raise ExtensionMissingError(
-            f"the wheel for DuckDB extension {name!r} is not installed (pip package {package})"
-        )
+        raise ExtensionMissingError(f"the wheel for DuckDB extension {name!r} is not installed (pip package {package})")
     root = Path(next(iter(spec.submodule_search_locations)))
     path = root / "extensions" / f"v{DUCKDB_VERSION}" / f"{name}.duckdb_extension"
     if not path.is_file():
@@ -98,12 +96,7 @@ def load_extensions(conn: duckdb.DuckDBPyConnection, extensions: Iterable[str]) 
     wanted = tuple(extensions)
     if not wanted:
         return conn
-    loaded = {
-        row[0]
-        for row in conn.execute(
-            "SELECT extension_name FROM duckdb_extensions() WHERE loaded"
-        ).fetchall()
-    }
+    loaded = {row[0] for row in conn.execute("SELECT extension_name FROM duckdb_extensions() WHERE loaded").fetchall()}
     for name in wanted:
         if name in loaded:
             continue

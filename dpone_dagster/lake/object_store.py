@@ -78,14 +78,10 @@ class S3Prefixes:
 
         bucket, key = split_s3(prefix)
         try:
-            pages = self._client(storage).get_paginator("list_objects_v2").paginate(
-                Bucket=bucket, Prefix=key
-            )
+            pages = self._client(storage).get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=key)
             return [f"s3://{bucket}/{o['Key']}" for page in pages for o in page.get("Contents", [])]
         except (BotoCoreError, ClientError) as exc:
-            raise StorageUnreachableError(
-                f"object storage could not be listed ({type(exc).__name__})"
-            ) from None
+            raise StorageUnreachableError(f"object storage could not be listed ({type(exc).__name__})") from None
 
     def delete_prefix(self, prefix: str, storage: StorageConfig | None) -> int:
         from botocore.exceptions import BotoCoreError, ClientError
@@ -100,9 +96,7 @@ class S3Prefixes:
                 if answer.get("Errors"):
                     raise StorageUnreachableError("object storage refused to delete some objects")
         except (BotoCoreError, ClientError) as exc:
-            raise StorageUnreachableError(
-                f"object storage could not delete ({type(exc).__name__})"
-            ) from None
+            raise StorageUnreachableError(f"object storage could not delete ({type(exc).__name__})") from None
         return len(keys)
 
     def copy_object(self, source: str, target: str, storage: StorageConfig | None) -> None:

@@ -55,9 +55,7 @@ class CatalogFacts:
 
 
 class CatalogPort(Protocol):
-    def inspect(
-        self, namespaces: Sequence[Namespace], views_of: Namespace | None
-    ) -> CatalogFacts:
+    def inspect(self, namespaces: Sequence[Namespace], views_of: Namespace | None) -> CatalogFacts:
         """One round trip to one catalog database (all `namespaces` share `database_key`).
 
         Raises `CatalogUnreachableError` when the database cannot be reached.

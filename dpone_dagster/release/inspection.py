@@ -58,14 +58,19 @@ def inspect_release(location: str | Path, *, storage: StorageConfig | None = Non
     if path.is_dir() and (path / PARENT_PATH).is_file():
         members = {item.relative_to(path).as_posix(): item.read_bytes() for item in path.rglob("*") if item.is_file()}
         return Inspected("bundle", open_bundle(members), None)
-    raise InspectionError("release.not_a_release_location", "not an installed deployment, a registry commit object or a release directory")
+    raise InspectionError(
+        "release.not_a_release_location", "not an installed deployment, a registry commit object or a release directory"
+    )
 
 
 def _inspect_s3_commit(location: str, storage: StorageConfig | None) -> Inspected:
     """Fetch and verify a commit object of an S3 registry; reads only."""
     match = _S3_COMMIT.match(location)
     if match is None:
-        raise InspectionError("release.not_a_release_location", "an s3:// location must name a registry commit object: s3://bucket/prefix/releases/<hex>.json")
+        raise InspectionError(
+            "release.not_a_release_location",
+            "an s3:// location must name a registry commit object: s3://bucket/prefix/releases/<hex>.json",
+        )
     root, release_hex = match.groups()
     registry = ReleaseRegistry(object_store(root, storage), name="S3 registry")
     return Inspected("published", registry.fetch("sha256:" + release_hex), None)
@@ -106,5 +111,8 @@ def release_summary(inspected: Inspected, now: datetime) -> dict[str, object]:
                 authority_expired=now >= parse_timestamp(record.authority_expires_at),
             )
         else:  # a v1 record binds nothing: report no value it holds, and no live authority
-            data.update(authority_fields="unverified: dpone.deployment-record.v1, install again to bind them", authority_expired=True)
+            data.update(
+                authority_fields="unverified: dpone.deployment-record.v1, install again to bind them",
+                authority_expired=True,
+            )
     return data

@@ -112,7 +112,9 @@ class ReleasePipeline:
         if not source.snapshot.under("flows"):
             return None
         require_parent_can_fit(ordinary_workloads=flow_directories(item.path for item in source.snapshot.files))
-        policy = verify_policy(self.authority_ports.policies.policy_bytes(self.pinned_policy_digest), self.pinned_policy_digest)
+        policy = verify_policy(
+            self.authority_ports.policies.policy_bytes(self.pinned_policy_digest), self.pinned_policy_digest
+        )
         return capture_ordinary(source, resource_ceiling=policy.limits)
 
     def reconstruct(
@@ -126,7 +128,8 @@ class ReleasePipeline:
             commit=identity.commit,
             native_membership=list(native.membership) if native else [],
             ordinary_membership=sorted(w.pack_id for w in workloads),
-            source_bytes=(native.source_bytes if native else 0) + sum(f.size for w in workloads for f in w.source_files),
+            source_bytes=(native.source_bytes if native else 0)
+            + sum(f.size for w in workloads for f in w.source_files),
             peak_cpu_millicores=max((q.cpu_millicores for q in quantities), default=0),
             peak_memory_bytes=max((q.memory_bytes for q in quantities), default=0),
         )
@@ -161,7 +164,10 @@ class ReleasePipeline:
         reacquired source bytes are staged, reread and verified; a failure in between is noted as a
         refused Composed attempt and leaves the release Checked."""
         checked = check_composition(authority=authority, native=native, ordinary=ordinary)
-        counts = {"native": len(native.membership) if native else 0, "ordinary": len(ordinary.workloads) if ordinary else 0}
+        counts = {
+            "native": len(native.membership) if native else 0,
+            "ordinary": len(ordinary.workloads) if ordinary else 0,
+        }
         self._advance(checked.release_id, ReleaseState.CHECKED, **counts)
         with self._recorded(checked.release_id, ReleaseState.COMPOSED):
             bundle = compose_checked(checked, source=source, stage_dir=self.work_dir)
@@ -196,15 +202,25 @@ class ReleasePipeline:
     ) -> ActivationResult:
         """Fetch from the registry, install into the cache, activate. Identical retries change nothing."""
         with self._recorded(release_id, ReleaseState.INSTALLED):
-            with self.registry.leases.hold("materialization", subject=release_id):  # cleanup never removes staging under us
+            with self.registry.leases.hold(
+                "materialization", subject=release_id
+            ):  # cleanup never removes staging under us
                 bundle = self.registry.fetch(release_id)
                 installed = self.cache.materialize(bundle, authority=authority, receipt=materialization)
             pointer = self.cache.current()
             if pointer is not None and pointer.release_id == release_id and self.cache.pending() is None:
-                result = ActivationResult(release_id, installed.deployment_id, pointer.previous_release_id, pointer.audit_sequence, changed=False)
+                result = ActivationResult(
+                    release_id,
+                    installed.deployment_id,
+                    pointer.previous_release_id,
+                    pointer.audit_sequence,
+                    changed=False,
+                )
             else:
                 result = self.cache.activate(release_id, receipt=activation)
-        self._advance(release_id, ReleaseState.INSTALLED, activated=result.changed, bytes_written=installed.bytes_written)
+        self._advance(
+            release_id, ReleaseState.INSTALLED, activated=result.changed, bytes_written=installed.bytes_written
+        )
         return result
 
     # -- stage 5: runtime admission ---------------------------------------------------------
@@ -217,7 +233,9 @@ class ReleasePipeline:
             authority_expires_at=parse_timestamp(installed.record.authority_expires_at),
             revocation_epoch=installed.record.revocation_epoch,
         )
-        epoch = self.authority_ports.epochs.current_epoch(installed.bundle.parent.policy_digest, installed.record.environment)
+        epoch = self.authority_ports.epochs.current_epoch(
+            installed.bundle.parent.policy_digest, installed.record.environment
+        )
         denial = admit(view, task, now=self.clock.now(), current_revocation_epoch=epoch)
         self._advance(release_id, ReleaseState.DENIED, reason=denial.reason.value, task=task.kind.value)
         return denial

@@ -96,9 +96,7 @@ class ReleaseStateMachine:
                 )
             now = format_timestamp(self.clock.now())
             if row is None:
-                conn.execute(
-                    release_states.insert().values(release_id=release_id, state=to, version=1, updated_at=now)
-                )
+                conn.execute(release_states.insert().values(release_id=release_id, state=to, version=1, updated_at=now))
             else:
                 changed = conn.execute(
                     release_states.update()
@@ -210,6 +208,5 @@ class ReleaseDenials:
         with self.states.engine.connect() as conn:
             rows = conn.execute(query).all()
         return [
-            DenialRecord(**{name: getattr(row, name) for name in DenialRecord.__dataclass_fields__})
-            for row in rows
+            DenialRecord(**{name: getattr(row, name) for name in DenialRecord.__dataclass_fields__}) for row in rows
         ]

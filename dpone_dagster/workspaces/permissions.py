@@ -37,9 +37,7 @@ def require_may_drop(conn: Connection, ws: Workspace, actor: str) -> None:
     if not actor:
         raise PermissionDeniedError("an actor is required")
     if actor != ws.owner and not is_admin_of(conn, ws.id, actor):
-        raise PermissionDeniedError(
-            f"only the owner of {ws.id!r} or an admin may drop it or change its lakes"
-        )
+        raise PermissionDeniedError(f"only the owner of {ws.id!r} or an admin may drop it or change its lakes")
     if not ws.is_throwaway and ws.parent_id is not None and not is_admin_of(conn, ws.parent_id, actor):
         raise PermissionDeniedError(
             f"{ws.id!r} is a standing dev workspace attached to {ws.parent_id!r}; "
@@ -51,9 +49,7 @@ def require_may_grant(conn: Connection, workspace_id: str, actor: str) -> None:
     if is_admin_of(conn, workspace_id, actor):
         return
     no_root_admin = (
-        conn.execute(
-            sa.select(workspace_admin.c.actor).where(workspace_admin.c.workspace_id == ROOT_WORKSPACE)
-        ).first()
+        conn.execute(sa.select(workspace_admin.c.actor).where(workspace_admin.c.workspace_id == ROOT_WORKSPACE)).first()
         is None
     )
     if workspace_id == ROOT_WORKSPACE and no_root_admin:

@@ -65,9 +65,7 @@ def new_incarnation() -> str:
 def ensure_root(conn: Connection, created_at: str) -> None:
     if conn.execute(sa.select(workspace.c.id).where(workspace.c.id == ROOT_WORKSPACE)).first() is None:
         conn.execute(
-            workspace.insert().values(
-                id=ROOT_WORKSPACE, parent_id=None, owner=SYSTEM_OWNER, created_at=created_at
-            )
+            workspace.insert().values(id=ROOT_WORKSPACE, parent_id=None, owner=SYSTEM_OWNER, created_at=created_at)
         )
 
 
@@ -103,11 +101,7 @@ def insert_workspace(
     lakes: Iterable[tuple[LakeConfig, bool]],
 ) -> None:
     """Insert the row, its lake settings and its (new) incarnation, active."""
-    conn.execute(
-        workspace.insert().values(
-            id=ws.id, parent_id=ws.parent_id, owner=ws.owner, created_at=ws.created_at
-        )
-    )
+    conn.execute(workspace.insert().values(id=ws.id, parent_id=ws.parent_id, owner=ws.owner, created_at=ws.created_at))
     rows = [
         {
             "workspace_id": ws.id,
@@ -149,11 +143,7 @@ def delete_workspace(conn: Connection, ws: Workspace, deleted_at: str) -> None:
     conn.execute(workspace_admin.delete().where(workspace_admin.c.workspace_id == ws.id))
     conn.execute(workspace.delete().where(workspace.c.id == ws.id))
     conn.execute(workspace_tombstone.delete().where(workspace_tombstone.c.workspace_id == ws.id))
-    conn.execute(
-        workspace_tombstone.insert().values(
-            workspace_id=ws.id, parent_id=ws.parent_id, deleted_at=deleted_at
-        )
-    )
+    conn.execute(workspace_tombstone.insert().values(workspace_id=ws.id, parent_id=ws.parent_id, deleted_at=deleted_at))
 
 
 def grant_admin(conn: Connection, workspace_id: str, actor: str) -> None:

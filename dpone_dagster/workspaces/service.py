@@ -71,9 +71,7 @@ def _require_root_named(parent_id: str, shared: set[str], shared_with: str | Non
     """A shared lake is attached at its configured place — the root's, whatever the parent. Below a
     fork that silently reads and writes the root, so the caller must name the root explicitly."""
     if shared_with is not None and shared_with != ROOT_WORKSPACE:
-        raise SharedLakeIsRootError(
-            f"a shared lake is always the root's ({ROOT_WORKSPACE!r}), never {shared_with!r}'s"
-        )
+        raise SharedLakeIsRootError(f"a shared lake is always the root's ({ROOT_WORKSPACE!r}), never {shared_with!r}'s")
     if shared and parent_id != ROOT_WORKSPACE and shared_with != ROOT_WORKSPACE:
         raise SharedLakeIsRootError(
             f"sharing {', '.join(sorted(shared))} below {parent_id!r} would read and write "
@@ -216,7 +214,9 @@ class Workspaces:
             if ws is None:
                 raise UnknownWorkspaceError(f"workspace {workspace_id!r} does not exist")
             require_may_drop(conn, ws, actor)
-            names = [lake] if lake else [each.name for each in self.config.all_lakes if pins(conn, workspace_id, each.name)]
+            names = (
+                [lake] if lake else [each.name for each in self.config.all_lakes if pins(conn, workspace_id, each.name)]
+            )
         if lake is not None:
             self.config.lake(lake)
         return {name: pin_lake(workspace_id, name, self.config, clock=self.clock) for name in names}
@@ -240,9 +240,7 @@ class Workspaces:
                 repo.delete_workspace(conn, ws, self._now())
                 forget_workspace(conn, workspace_id)
                 donor = ws.parent_id
-        report = drop_fork_namespaces(
-            workspace_id, config=self.config, credential_donor=donor, ports=self._ports()
-        )
+        report = drop_fork_namespaces(workspace_id, config=self.config, credential_donor=donor, ports=self._ports())
         others = sweep_tombstones(config=self.config, ports=self._ports(), exclude=(workspace_id,))
         if report.complete:
             with self.engine.begin() as conn:
@@ -314,22 +312,16 @@ class Workspaces:
             rows = repo.list_workspaces(conn)
             shared: dict[str, list[str]] = {}
             for ws, lake in conn.execute(
-                sa.select(workspace_lake.c.workspace_id, workspace_lake.c.lake).where(
-                    workspace_lake.c.shared.is_(True)
-                )
+                sa.select(workspace_lake.c.workspace_id, workspace_lake.c.lake).where(workspace_lake.c.shared.is_(True))
             ):
                 shared.setdefault(ws, []).append(lake)
             pending = dict(
-                conn.execute(
-                    sa.select(ledger.c.workspace_id, sa.func.count()).group_by(ledger.c.workspace_id)
-                ).all()
+                conn.execute(sa.select(ledger.c.workspace_id, sa.func.count()).group_by(ledger.c.workspace_id)).all()
             )
             swept_count = dict(
                 conn.execute(sa.select(swept.c.workspace_id, sa.func.count()).group_by(swept.c.workspace_id)).all()
             )
-            deleted_parents = {
-                r.workspace_id: r.parent_id for r in conn.execute(sa.select(workspace_tombstone))
-            }
+            deleted_parents = {r.workspace_id: r.parent_id for r in conn.execute(sa.select(workspace_tombstone))}
         out = [
             WorkspaceSummary(
                 id=w.id,
@@ -346,8 +338,15 @@ class Workspaces:
         live = {w.id for w in rows}
         out += [
             WorkspaceSummary(
-                ws, deleted_parents.get(ws), "", "deleted", False, (), pending.get(ws, 0),
-                deleted=True, tombstones=swept_count.get(ws, 0),
+                ws,
+                deleted_parents.get(ws),
+                "",
+                "deleted",
+                False,
+                (),
+                pending.get(ws, 0),
+                deleted=True,
+                tombstones=swept_count.get(ws, 0),
             )
             for ws in sorted(set(pending) | set(swept_count))
             if ws not in live

@@ -29,10 +29,16 @@ def test_a_module_is_served_as_project_at_workspace(tmp_path) -> None:
 def test_a_workspace_file_gets_every_location_renamed_and_paths_made_absolute(tmp_path) -> None:
     project = tmp_path / "p"
     project.mkdir()
-    (project / "ws.yaml").write_text(yaml.safe_dump({"load_from": [
-        {"python_module": {"module_name": "a.defs", "location_name": "a"}},
-        {"python_file": "defs/b.py"},
-    ]}))
+    (project / "ws.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "load_from": [
+                    {"python_module": {"module_name": "a.defs", "location_name": "a"}},
+                    {"python_file": "defs/b.py"},
+                ]
+            }
+        )
+    )
     home = tmp_path / "home"
     home.mkdir()
     plan = serve_plan(_config(project), home, workspace_file=project / "ws.yaml")

@@ -85,8 +85,18 @@ def test_a_dg_project_gets_the_components_defs_yaml(tmp_path, monkeypatch) -> No
     [
         ({"shop": {"target": "pg", "outputs": {"pg": {"type": "postgres", "host": "db"}}}}, "init.profile_unsupported"),
         (
-            {"shop": {"target": "dev", "outputs": {"dev": {"type": "duckdb", "path": "x.duckdb",
-                                                             "attach": [{"path": "other.sqlite", "type": "sqlite"}]}}}},
+            {
+                "shop": {
+                    "target": "dev",
+                    "outputs": {
+                        "dev": {
+                            "type": "duckdb",
+                            "path": "x.duckdb",
+                            "attach": [{"path": "other.sqlite", "type": "sqlite"}],
+                        }
+                    },
+                }
+            },
             "init.profile_unsupported",
         ),
         ({"other": {"target": "dev", "outputs": {"dev": {"type": "duckdb"}}}}, "init.profile_unsupported"),

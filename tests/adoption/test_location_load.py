@@ -29,9 +29,16 @@ defs = found() if isinstance(found, LazyDefinitions) else found
 repository = defs.get_repository_def()
 print(json.dumps({"modules": sorted(sys.modules), "assets": len(repository.assets_defs_by_key)}))
 """
-SERVICES = ("sqlalchemy", "duckdb", "dpone_dagster.lake.state", "dpone_dagster.lake.lifecycle",
-            "dpone_dagster.lake.resolution.seam", "dpone_dagster.control", "dpone_dagster.workspaces",
-            "dpone_dagster.lake.dbt_plugin")
+SERVICES = (
+    "sqlalchemy",
+    "duckdb",
+    "dpone_dagster.lake.state",
+    "dpone_dagster.lake.lifecycle",
+    "dpone_dagster.lake.resolution.seam",
+    "dpone_dagster.control",
+    "dpone_dagster.workspaces",
+    "dpone_dagster.lake.dbt_plugin",
+)
 
 
 def test_an_adopted_location_loads_without_the_lake_services(tmp_path: Path) -> None:

@@ -38,7 +38,11 @@ def test_the_cli_refuses_outside_a_project_and_creates_nothing(tmp_path) -> None
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
     done = subprocess.run(
         [str(Path(sys.executable).with_name("dpone")), "fork", "list"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode != 0
     assert "config.project_root_missing" in done.stderr

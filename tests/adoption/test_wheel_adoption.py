@@ -41,8 +41,10 @@ def _deps_python(which: str) -> Path:
         return Path(sys.executable)
     python = LOWEST_VENV / "bin" / "python"
     if not (LOWEST_VENV / ".dpone-deps-complete").is_file():
-        pytest.skip(f"the lowest-versions venv is not built: python -m venv {LOWEST_VENV} && "
-                    f"pip install -r tests/adoption/lowest-versions.txt && touch {LOWEST_VENV}/.dpone-deps-complete")
+        pytest.skip(
+            f"the lowest-versions venv is not built: python -m venv {LOWEST_VENV} && "
+            f"pip install -r tests/adoption/lowest-versions.txt && touch {LOWEST_VENV}/.dpone-deps-complete"
+        )
     return python
 
 
@@ -52,13 +54,25 @@ class Shop:
 
     def env(self, **extra: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("DPONE_", "DAGSTER_", "VIRTUAL_ENV"))}
-        env.update(PATH=f"{self.bin}:/usr/bin:/bin", DPONE_IMPORT_PROBE_DIR=str(self.probe_dir),
-                   DPONE_IMPORT_PROBE_FORBIDDEN=os.pathsep.join(FORBIDDEN_SOURCES), PYTHONDONTWRITEBYTECODE="1", **extra)
+        env.update(
+            PATH=f"{self.bin}:/usr/bin:/bin",
+            DPONE_IMPORT_PROBE_DIR=str(self.probe_dir),
+            DPONE_IMPORT_PROBE_FORBIDDEN=os.pathsep.join(FORBIDDEN_SOURCES),
+            PYTHONDONTWRITEBYTECODE="1",
+            **extra,
+        )
         return env
 
     def run(self, *args: str, cwd: Path | None = None, ok: bool = True, **env: str) -> subprocess.CompletedProcess:
-        done = subprocess.run([str(self.bin / args[0]), *args[1:]], cwd=cwd or self.root, env=self.env(**env),
-                              capture_output=True, text=True, timeout=900, check=False)
+        done = subprocess.run(
+            [str(self.bin / args[0]), *args[1:]],
+            cwd=cwd or self.root,
+            env=self.env(**env),
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
         if ok:
             assert done.returncode == 0, f"{' '.join(args)}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
         return done

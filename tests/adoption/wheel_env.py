@@ -22,10 +22,12 @@ import sys
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-FORBIDDEN_SOURCES = tuple(str(REPO_ROOT / name) for name in ("dpone_dagster", "dbt_project_synthetic", "devtools", "tests", "bench"))
+FORBIDDEN_SOURCES = tuple(
+    str(REPO_ROOT / name) for name in ("dpone_dagster", "dbt_project_synthetic", "devtools", "tests", "bench")
+)
 SCRIPT_DISTS = ("dagster", "dagster-dg-cli", "dbt-core", "dagster-webserver", "dagster-graphql")
 
-PROBE = '''
+PROBE = """
 import atexit, json, os, sys
 def _dpone_probe():
     out = os.environ.get("DPONE_IMPORT_PROBE_DIR")
@@ -43,9 +45,9 @@ def _dpone_probe():
     with open(os.path.join(out, f"{os.getpid()}.json"), "w") as handle:
         json.dump(record, handle)
 atexit.register(_dpone_probe)
-'''
+"""
 
-SCRIPTS = '''
+SCRIPTS = """
 import os, sys
 from importlib.metadata import distribution
 for dist in {dists!r}:
@@ -55,7 +57,7 @@ for dist in {dists!r}:
         with open(path, "w") as handle:
             handle.write(f"#!{{sys.executable}}\\nimport sys\\nfrom {{module}} import {{attr.split('.')[0]}}\\nsys.exit({{attr}}())\\n")
         os.chmod(path, 0o755)
-'''
+"""
 
 
 def build_wheel(out: Path) -> Path:
@@ -65,15 +67,21 @@ def build_wheel(out: Path) -> Path:
         shutil.copy2(REPO_ROOT / name, source / name)
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--no-build-isolation", "-q", "-w", str(out)],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     )
     (wheel,) = out.glob("dpone_dagster-*.whl")
     return wheel
 
 
 def site_packages(python: Path) -> Path:
-    done = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                          check=True, capture_output=True, text=True)
+    done = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return Path(done.stdout.strip())
 
 
@@ -81,8 +89,12 @@ def fresh_venv(where: Path, wheel: Path, deps_python: Path) -> Path:
     """A venv at `where` with the wheel installed and `deps_python`'s packages borrowed; returns its bin/."""
     subprocess.run([sys.executable, "-m", "venv", str(where)], check=True)
     python = where / "bin" / "python"
-    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
-                   check=True, capture_output=True, text=True)
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     own = site_packages(python)
     (own / "zz_dpone_borrowed_deps.pth").write_text(f"{site_packages(deps_python)}\n")
     (own / "sitecustomize.py").write_text(PROBE)

@@ -39,7 +39,13 @@ def _code(call) -> str:
 
 def _verify(authority: SyntheticAuthority):
     grant_bytes, signatures = authority.signed()
-    return verify_grant(grant_bytes, signatures, pinned_policy_digest=authority.policy_digest, source=synthetic_source(), ports=authority.ports)
+    return verify_grant(
+        grant_bytes,
+        signatures,
+        pinned_policy_digest=authority.policy_digest,
+        source=synthetic_source(),
+        ports=authority.ports,
+    )
 
 
 @pytest.fixture(params=["memory", "sqlite"])
@@ -89,7 +95,9 @@ def test_a_revoked_grant_is_not_accepted_again_after_the_epoch_is_rolled_back(au
 def test_a_rollback_unobserved_by_verification_is_still_caught_by_admission_and_the_reverse(authority) -> None:
     """One store is the memory of both paths: what admission observed, verification honours."""
     _verify(authority)
-    target = TargetConfiguration(environment="synthetic-dev", trust_tier="non_production", policy_digest=authority.policy_digest)
+    target = TargetConfiguration(
+        environment="synthetic-dev", trust_tier="non_production", policy_digest=authority.policy_digest
+    )
     live = ControllableCurrentTarget(authority.policy_digest, revocation_epoch=2)
     issuer = ReceiptIssuer(target, live, authority.clock, epoch_marks=authority.sequences)
     issuer.issue_cleanup()  # observes epoch 2
@@ -98,31 +106,50 @@ def test_a_rollback_unobserved_by_verification_is_still_caught_by_admission_and_
 
 def test_a_refused_receipt_is_not_revived_by_rolling_the_epoch_back(authority) -> None:
     verified = _verify(authority)
-    target = TargetConfiguration(environment="synthetic-dev", trust_tier="non_production", policy_digest=authority.policy_digest)
+    target = TargetConfiguration(
+        environment="synthetic-dev", trust_tier="non_production", policy_digest=authority.policy_digest
+    )
     live = ControllableCurrentTarget(authority.policy_digest)
     issuer = ReceiptIssuer(target, live, authority.clock, epoch_marks=authority.sequences)
     projection = DeploymentProjection(
-        release_id=RELEASE_ID, deployment_id="synthetic-dev:1", environment="synthetic-dev", trust_tier="non_production", grant_digest=verified.grant_digest
+        release_id=RELEASE_ID,
+        deployment_id="synthetic-dev:1",
+        environment="synthetic-dev",
+        trust_tier="non_production",
+        grant_digest=verified.grant_digest,
     )
     receipt = issuer.issue_publication(verified, projection)
     admit = dict(release_id=RELEASE_ID, deployment_id="synthetic-dev:1", authority=verified)
     assert issuer.require_current(receipt, PublicationReceipt, **admit) is receipt
     live.revocation_epoch = 1
-    assert _code(lambda: issuer.require_current(receipt, PublicationReceipt, **admit)) == "authority.activation_authority"
+    assert (
+        _code(lambda: issuer.require_current(receipt, PublicationReceipt, **admit)) == "authority.activation_authority"
+    )
     live.revocation_epoch = 0
     assert _code(lambda: issuer.require_current(receipt, PublicationReceipt, **admit)) == "authority.epoch_rollback"
-    assert _code(lambda: issuer.require_current(receipt, PublicationReceipt, after_preparation=True, **admit)) == "authority.recovery_required"
+    assert (
+        _code(lambda: issuer.require_current(receipt, PublicationReceipt, after_preparation=True, **admit))
+        == "authority.recovery_required"
+    )
     assert _code(issuer.issue_cleanup) == "authority.epoch_rollback"
 
 
 def test_a_durable_mark_is_shared_by_every_issuer_of_the_target(authority, tmp_path) -> None:
     verified = _verify(authority)
-    target = TargetConfiguration(environment="synthetic-dev", trust_tier="non_production", policy_digest=authority.policy_digest)
+    target = TargetConfiguration(
+        environment="synthetic-dev", trust_tier="non_production", policy_digest=authority.policy_digest
+    )
     live = ControllableCurrentTarget(authority.policy_digest, revocation_epoch=1)
-    ReceiptIssuer(target, live, authority.clock, epoch_marks=SqlAcceptedSequenceStore(_sqlite(tmp_path))).issue_cleanup()
+    ReceiptIssuer(
+        target, live, authority.clock, epoch_marks=SqlAcceptedSequenceStore(_sqlite(tmp_path))
+    ).issue_cleanup()
     live.revocation_epoch = 0
     later = ReceiptIssuer(target, live, authority.clock, epoch_marks=SqlAcceptedSequenceStore(_sqlite(tmp_path)))
     projection = DeploymentProjection(
-        release_id=RELEASE_ID, deployment_id="synthetic-dev:1", environment="synthetic-dev", trust_tier="non_production", grant_digest=verified.grant_digest
+        release_id=RELEASE_ID,
+        deployment_id="synthetic-dev:1",
+        environment="synthetic-dev",
+        trust_tier="non_production",
+        grant_digest=verified.grant_digest,
     )
     assert _code(lambda: later.issue_publication(verified, projection)) == "authority.epoch_rollback"

@@ -43,7 +43,9 @@ def _contracts_and_authority_codes() -> dict[str, CatalogEntry]:
     return {
         code: entry
         for code, entry in catalog().items()
-        if entry.declared_by and entry.declared_by.__module__.startswith(layers) and entry.declared_by.__module__ != flows
+        if entry.declared_by
+        and entry.declared_by.__module__.startswith(layers)
+        and entry.declared_by.__module__ != flows
     }
 
 
@@ -51,7 +53,12 @@ CODES = _contracts_and_authority_codes()
 RELEASE = digest("dpone.example.v1", {"release": 1})
 
 
-def _verify(authority: SyntheticAuthority | None = None, grant: DevelopmentGrant | None = None, signers: int | None = None, **kwargs):
+def _verify(
+    authority: SyntheticAuthority | None = None,
+    grant: DevelopmentGrant | None = None,
+    signers: int | None = None,
+    **kwargs,
+):
     authority = authority or SyntheticAuthority()
     grant_bytes, signatures = authority.signed(grant or authority.grant(), signers)
     kwargs.setdefault("source", synthetic_source())
@@ -72,7 +79,13 @@ def _resigned(mutate: Callable[[bytes], bytes]) -> Callable[[], object]:
         authority = SyntheticAuthority()
         data = mutate(authority.grant().canonical_bytes())
         signatures = [signer.sign_bytes(data) for signer in authority.signers[:2]]
-        return verify_grant(data, signatures, pinned_policy_digest=authority.policy_digest, source=synthetic_source(), ports=authority.ports)
+        return verify_grant(
+            data,
+            signatures,
+            pinned_policy_digest=authority.policy_digest,
+            source=synthetic_source(),
+            ports=authority.ports,
+        )
 
     return run
 
@@ -104,31 +117,51 @@ def _unknown_signer():
     authority = SyntheticAuthority()
     grant_bytes, signatures = authority.signed()
     extra = SyntheticSigner("stranger").sign_bytes(grant_bytes)
-    return verify_grant(grant_bytes, [*signatures.signatures, extra], pinned_policy_digest=authority.policy_digest, source=synthetic_source(), ports=authority.ports)
+    return verify_grant(
+        grant_bytes,
+        [*signatures.signatures, extra],
+        pinned_policy_digest=authority.policy_digest,
+        source=synthetic_source(),
+        ports=authority.ports,
+    )
 
 
 def _signature_invalid():
     authority = SyntheticAuthority()
     grant_bytes, signatures = authority.signed()
     bad = DetachedSignature(key_id=signatures.signatures[0].key_id, signature="0" * 128)
-    return verify_grant(grant_bytes, [bad], pinned_policy_digest=authority.policy_digest, source=synthetic_source(), ports=authority.ports)
+    return verify_grant(
+        grant_bytes,
+        [bad],
+        pinned_policy_digest=authority.policy_digest,
+        source=synthetic_source(),
+        ports=authority.ports,
+    )
 
 
 def _unavailable():
     authority = SyntheticAuthority()
-    ports = AuthorityPorts(authority.clock, InMemoryPolicySource({}), authority.epochs, authority.sequences, authority.ports.signatures)
+    ports = AuthorityPorts(
+        authority.clock, InMemoryPolicySource({}), authority.epochs, authority.sequences, authority.ports.signatures
+    )
     return _verify(authority, ports=ports)
 
 
 def _admission(tier="non_production", *, epoch=0, pinned=None, clock_shift=timedelta(0), projection=None):
     authority = SyntheticAuthority()
     verified = _verify(authority)
-    target = TargetConfiguration(environment="synthetic-dev", trust_tier=tier, policy_digest=pinned or authority.policy_digest)
+    target = TargetConfiguration(
+        environment="synthetic-dev", trust_tier=tier, policy_digest=pinned or authority.policy_digest
+    )
     clock = type(authority.clock)(authority.now + clock_shift)
     live = ControllableCurrentTarget(pinned or authority.policy_digest, epoch)
     issuer = ReceiptIssuer(target, live, clock)
     projection = projection or DeploymentProjection(
-        release_id=RELEASE, deployment_id="synthetic-dep", environment="synthetic-dev", trust_tier="non_production", grant_digest=verified.grant_digest
+        release_id=RELEASE,
+        deployment_id="synthetic-dep",
+        environment="synthetic-dev",
+        trust_tier="non_production",
+        grant_digest=verified.grant_digest,
     )
     return issuer, verified, projection, live
 
@@ -158,7 +191,9 @@ def _activation_authority():
     issuer, verified, projection, live = _admission()
     receipt = issuer.issue_materialization(verified, projection)
     live.revocation_epoch = 4
-    return issuer.require_current(receipt, MaterializationReceipt, release_id=RELEASE, deployment_id="synthetic-dep", authority=verified)
+    return issuer.require_current(
+        receipt, MaterializationReceipt, release_id=RELEASE, deployment_id="synthetic-dep", authority=verified
+    )
 
 
 def _sealed_copy(clock_shift=timedelta(0), **changes):
@@ -167,7 +202,9 @@ def _sealed_copy(clock_shift=timedelta(0), **changes):
     def run():
         issuer, verified, projection, _ = _admission(clock_shift=clock_shift)
         receipt = PROCESS_SEAL.seal(issuer.issue_publication(verified, projection).model_copy(update=changes))
-        return issuer.require_current(receipt, PublicationReceipt, release_id=RELEASE, deployment_id="synthetic-dep", authority=verified)
+        return issuer.require_current(
+            receipt, PublicationReceipt, release_id=RELEASE, deployment_id="synthetic-dep", authority=verified
+        )
 
     return run
 
@@ -175,19 +212,25 @@ def _sealed_copy(clock_shift=timedelta(0), **changes):
 def _hand_built():
     issuer, verified, projection, _ = _admission()
     receipt = PublicationReceipt(**issuer.issue_publication(verified, projection).model_dump())
-    return issuer.require_current(receipt, PublicationReceipt, release_id=RELEASE, deployment_id="synthetic-dep", authority=verified)
+    return issuer.require_current(
+        receipt, PublicationReceipt, release_id=RELEASE, deployment_id="synthetic-dep", authority=verified
+    )
 
 
 def _used_before_verification():
     issuer, verified, projection, _ = _admission()
     receipt = issuer.issue_publication(verified, projection)
     issuer._clock.moment -= timedelta(minutes=5)
-    return issuer.require_current(receipt, PublicationReceipt, release_id=RELEASE, deployment_id="synthetic-dep", authority=verified)
+    return issuer.require_current(
+        receipt, PublicationReceipt, release_id=RELEASE, deployment_id="synthetic-dep", authority=verified
+    )
 
 
 def _policy_with_key(public_key_hex: str):
     def run():
-        signer = SignerKey.model_construct(key_id=signer_key_id(public_key_hex), algorithm="ed25519", public_key=public_key_hex)
+        signer = SignerKey.model_construct(
+            key_id=signer_key_id(public_key_hex), algorithm="ed25519", public_key=public_key_hex
+        )
         return SignerKey(**signer.model_dump())
 
     return run
@@ -236,7 +279,9 @@ SCENARIOS: dict[str, Callable[[], object]] = {
     "identity.invalid_kind": lambda: domain_prefix("Not A Kind"),
     "identity.invalid_digest": lambda: require_digest("md5:abc"),
     "workspace.invalid_id": lambda: check_workspace_id("Not A Branch"),
-    "contract.unknown_field": lambda: DevelopmentGrant.from_value({"schema": "dpone.development-authority.v1", "surprise": 1}),
+    "contract.unknown_field": lambda: DevelopmentGrant.from_value(
+        {"schema": "dpone.development-authority.v1", "surprise": 1}
+    ),
     "contract.schema_mismatch": lambda: parse_document(DevelopmentGrant, SyntheticAuthority().policy.canonical_bytes()),
     "contract.invalid": _grant(max_workloads=10_001),
     "dispatch.unknown_document": lambda: read_document(b'{"schema":"dpone.unknown.v1"}'),
@@ -273,11 +318,15 @@ SCENARIOS: dict[str, Callable[[], object]] = {
     "admission.receipt_unauthenticated": _hand_built,
     "admission.used_before_verification": _used_before_verification,
     "admission.receipt_lifetime_exceeded": _sealed_copy(expires_at="2026-01-06T10:00:00Z"),
-    "admission.receipt_outlives_grant": _sealed_copy(timedelta(hours=22, minutes=30), expires_at="2026-01-06T09:15:00Z"),
+    "admission.receipt_outlives_grant": _sealed_copy(
+        timedelta(hours=22, minutes=30), expires_at="2026-01-06T09:15:00Z"
+    ),
     "authority.epoch_rollback": _epoch_rolled_back,
     "policy.signer_key_small_order": _policy_with_key("01" + "00" * 31),
     "policy.signer_key_non_canonical": _policy_with_key("ed" + "ff" * 30 + "7f"),
-    "authority.recovery_required": _require(ActivationReceipt, receipt_kind="activation", after_preparation=True, purpose="audit_repair"),
+    "authority.recovery_required": _require(
+        ActivationReceipt, receipt_kind="activation", after_preparation=True, purpose="audit_repair"
+    ),
 }
 
 

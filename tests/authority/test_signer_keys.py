@@ -46,7 +46,10 @@ def _with_key(policy: DevelopmentPolicy, public_key_hex: str) -> bytes:
     """The policy's canonical bytes with one more signer, written by hand (the model refuses to)."""
     value = loads(policy.canonical_bytes())
     value["signers"] = sorted(
-        [*value["signers"], {"algorithm": "ed25519", "key_id": signer_key_id(public_key_hex), "public_key": public_key_hex}],
+        [
+            *value["signers"],
+            {"algorithm": "ed25519", "key_id": signer_key_id(public_key_hex), "public_key": public_key_hex},
+        ],
         key=lambda signer: signer["key_id"],
     )
     return dumps(value)
@@ -83,11 +86,18 @@ def test_a_policy_listing_a_weak_key_is_refused_before_any_signature_counts(auth
     policy_digest = digest(DevelopmentPolicy.KIND, policy_bytes)
     grant_bytes = authority.grant(policy_digest=policy_digest).canonical_bytes()
     signatures = sorted(
-        [authority.signers[0].sign_bytes(grant_bytes), DetachedSignature(key_id=signer_key_id(public_key), signature=UNIVERSAL_FORGERY.hex())],
+        [
+            authority.signers[0].sign_bytes(grant_bytes),
+            DetachedSignature(key_id=signer_key_id(public_key), signature=UNIVERSAL_FORGERY.hex()),
+        ],
         key=DetachedSignature.sort_key,
     )
     ports = AuthorityPorts(
-        authority.clock, InMemoryPolicySource({policy_digest: policy_bytes}), authority.epochs, authority.sequences, authority.ports.signatures
+        authority.clock,
+        InMemoryPolicySource({policy_digest: policy_bytes}),
+        authority.epochs,
+        authority.sequences,
+        authority.ports.signatures,
     )
     with pytest.raises(DponeError) as raised:
         verify_grant(

@@ -47,7 +47,9 @@ def test_any_single_character_change_to_a_signature_is_rejected(which: int, inde
     original = signatures[which].signature
     if original[index] == char:
         char = "0" if char != "0" else "1"
-    signatures[which] = DetachedSignature(key_id=signatures[which].key_id, signature=original[:index] + char + original[index + 1 :])
+    signatures[which] = DetachedSignature(
+        key_id=signatures[which].key_id, signature=original[:index] + char + original[index + 1 :]
+    )
     with pytest.raises(DponeError) as caught:
         _verify_fresh(_GRANT_BYTES, signatures)
     assert caught.value.code == "authority.signature_invalid"
@@ -65,7 +67,11 @@ def test_accepted_iff_distinct_signers_reach_the_threshold(data: st.DataObject) 
     distinct = len(set(chosen))
     try:
         receipt = verify_grant(
-            grant_bytes, signatures, pinned_policy_digest=authority.policy_digest, source=synthetic_source(), ports=authority.ports
+            grant_bytes,
+            signatures,
+            pinned_policy_digest=authority.policy_digest,
+            source=synthetic_source(),
+            ports=authority.ports,
         )
     except DponeError as error:
         assert distinct < k and error.code == "authority.threshold_not_met"

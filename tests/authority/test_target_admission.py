@@ -32,7 +32,11 @@ DEPLOYMENT_ID = "synthetic-deployment-0001"
 def verified(authority: SyntheticAuthority) -> DevelopmentAuthorityReceipt:
     grant_bytes, signatures = authority.signed()
     return verify_grant(
-        grant_bytes, signatures, pinned_policy_digest=authority.policy_digest, source=synthetic_source(), ports=authority.ports
+        grant_bytes,
+        signatures,
+        pinned_policy_digest=authority.policy_digest,
+        source=synthetic_source(),
+        ports=authority.ports,
     )
 
 
@@ -43,7 +47,9 @@ def live(authority: SyntheticAuthority) -> ControllableCurrentTarget:
 
 @pytest.fixture
 def issuer(authority: SyntheticAuthority, live: ControllableCurrentTarget) -> ReceiptIssuer:
-    target = TargetConfiguration(environment="synthetic-dev", trust_tier="non_production", policy_digest=authority.policy_digest)
+    target = TargetConfiguration(
+        environment="synthetic-dev", trust_tier="non_production", policy_digest=authority.policy_digest
+    )
     return ReceiptIssuer(target, live, authority.clock, epoch_marks=authority.sequences)
 
 
@@ -91,7 +97,9 @@ def test_issued_receipts_bind_everything(issuer, verified, authority, require) -
 
 
 def test_receipt_expiry_never_outlives_the_grant(authority, verified, live) -> None:
-    target = TargetConfiguration(environment="synthetic-dev", trust_tier="non_production", policy_digest=authority.policy_digest)
+    target = TargetConfiguration(
+        environment="synthetic-dev", trust_tier="non_production", policy_digest=authority.policy_digest
+    )
     late = ReceiptIssuer(target, live, FixedClock(authority.now + timedelta(hours=22, minutes=30)))
     receipt = late.issue_materialization(verified, _projection(verified))
     assert receipt.expires_at == verified.expires_at
@@ -133,7 +141,10 @@ def test_missing_and_unknown_receipts(issuer, verified, require) -> None:
 def test_receipt_for_another_release_or_deployment_refused(issuer, verified, field, require) -> None:
     receipt = issuer.issue_publication(verified, _projection(verified))
     other = {"release_id": digest("dpone.x.v1", ["other"]), "deployment_id": "synthetic-deployment-0002"}[field]
-    assert _code(lambda: require(issuer, receipt, PublicationReceipt, **{field: other})).code == "admission.binding_mismatch"
+    assert (
+        _code(lambda: require(issuer, receipt, PublicationReceipt, **{field: other})).code
+        == "admission.binding_mismatch"
+    )
 
 
 @pytest.mark.parametrize(
@@ -146,10 +157,16 @@ def test_issue_refuses_mismatched_projection(issuer, verified, projection_overri
 
 
 def test_production_tier_refused_from_configuration_or_projection(authority, verified, live, require) -> None:
-    production = TargetConfiguration(environment="synthetic-dev", trust_tier="production", policy_digest=authority.policy_digest)
-    error = _code(lambda: ReceiptIssuer(production, live, authority.clock).issue_publication(verified, _projection(verified)))
+    production = TargetConfiguration(
+        environment="synthetic-dev", trust_tier="production", policy_digest=authority.policy_digest
+    )
+    error = _code(
+        lambda: ReceiptIssuer(production, live, authority.clock).issue_publication(verified, _projection(verified))
+    )
     assert error.code == "admission.production_tier"
-    nonprod = TargetConfiguration(environment="synthetic-dev", trust_tier="non_production", policy_digest=authority.policy_digest)
+    nonprod = TargetConfiguration(
+        environment="synthetic-dev", trust_tier="non_production", policy_digest=authority.policy_digest
+    )
     issuer = ReceiptIssuer(nonprod, live, authority.clock)
     error = _code(lambda: issuer.issue_publication(verified, _projection(verified, trust_tier="production")))
     assert error.code == "admission.production_tier"
@@ -188,7 +205,10 @@ def test_reuse_after_epoch_change_refused(issuer, verified, live, require) -> No
     live.revocation_epoch = 1
     error = _code(lambda: require(issuer, receipt, MaterializationReceipt))
     assert error.code == "authority.activation_authority" and error.reason == "epoch_changed"
-    assert _code(lambda: issuer.issue_materialization(verified, _projection(verified))).code == "authority.activation_authority"
+    assert (
+        _code(lambda: issuer.issue_materialization(verified, _projection(verified))).code
+        == "authority.activation_authority"
+    )
 
 
 def test_verifier_failure_is_one_sanitized_error(issuer, verified, live, require) -> None:
@@ -204,8 +224,12 @@ def test_verifier_with_a_wrong_answer_type_fails_closed(authority, verified) -> 
         def current(self, target):
             return {"policy_digest": authority.policy_digest, "revocation_epoch": 0}
 
-    target = TargetConfiguration(environment="synthetic-dev", trust_tier="non_production", policy_digest=authority.policy_digest)
-    error = _code(lambda: ReceiptIssuer(target, Sloppy(), authority.clock).issue_publication(verified, _projection(verified)))
+    target = TargetConfiguration(
+        environment="synthetic-dev", trust_tier="non_production", policy_digest=authority.policy_digest
+    )
+    error = _code(
+        lambda: ReceiptIssuer(target, Sloppy(), authority.clock).issue_publication(verified, _projection(verified))
+    )
     assert error.code == "authority.activation_authority"
 
 
@@ -218,7 +242,9 @@ def test_the_verifier_is_consulted_before_every_operation(issuer, verified, live
 
 
 def test_expired_receipt_and_expired_grant(authority, verified, live, require) -> None:
-    target = TargetConfiguration(environment="synthetic-dev", trust_tier="non_production", policy_digest=authority.policy_digest)
+    target = TargetConfiguration(
+        environment="synthetic-dev", trust_tier="non_production", policy_digest=authority.policy_digest
+    )
     clock = FixedClock(authority.now)
     issuer = ReceiptIssuer(target, live, clock)
     receipt = issuer.issue_publication(verified, _projection(verified))
@@ -235,7 +261,9 @@ def test_broken_clock_is_activation_authority(authority, verified, live) -> None
         def now(self):
             raise OSError("clock device")
 
-    target = TargetConfiguration(environment="synthetic-dev", trust_tier="non_production", policy_digest=authority.policy_digest)
+    target = TargetConfiguration(
+        environment="synthetic-dev", trust_tier="non_production", policy_digest=authority.policy_digest
+    )
     error = _code(lambda: ReceiptIssuer(target, live, BrokenClock()).issue_publication(verified, _projection(verified)))
     assert error.code == "authority.activation_authority"
 
@@ -260,9 +288,14 @@ def test_receipt_round_trips_through_canonical_bytes(issuer, verified) -> None:
 
 def test_an_authority_receipt_is_not_used_before_it_was_verified(authority, verified, live) -> None:
     """Inside the grant's window, but before the grant was verified: the clock went back."""
-    target = TargetConfiguration(environment="synthetic-dev", trust_tier="non_production", policy_digest=authority.policy_digest)
+    target = TargetConfiguration(
+        environment="synthetic-dev", trust_tier="non_production", policy_digest=authority.policy_digest
+    )
     early = ReceiptIssuer(target, live, FixedClock(authority.now - timedelta(minutes=10)))
-    assert _code(lambda: early.issue_publication(verified, _projection(verified))).code == "admission.used_before_verification"
+    assert (
+        _code(lambda: early.issue_publication(verified, _projection(verified))).code
+        == "admission.used_before_verification"
+    )
 
 
 def test_a_deployment_record_is_accepted_only_as_the_record_of_this_release(issuer, verified, require) -> None:
@@ -283,6 +316,11 @@ def test_a_deployment_record_is_accepted_only_as_the_record_of_this_release(issu
     record = DeploymentRecord.bound(**fields)
     assert require(issuer, receipt, ActivationReceipt, authority=record) is receipt
     other = DeploymentRecord.bound(**{**fields, "deployment_id": "synthetic-deployment-0002"})
-    assert _code(lambda: require(issuer, receipt, ActivationReceipt, authority=other)).code == "admission.binding_mismatch"
+    assert (
+        _code(lambda: require(issuer, receipt, ActivationReceipt, authority=other)).code == "admission.binding_mismatch"
+    )
     unbound = DeploymentRecordV1(**fields)
-    assert _code(lambda: require(issuer, receipt, ActivationReceipt, authority=unbound)).code == "admission.receipt_unauthenticated"
+    assert (
+        _code(lambda: require(issuer, receipt, ActivationReceipt, authority=unbound)).code
+        == "admission.receipt_unauthenticated"
+    )

@@ -57,7 +57,9 @@ def test_valid_grant_yields_a_complete_receipt(authority: SyntheticAuthority) ->
     assert receipt.verified_at == format_timestamp(authority.now)
     assert receipt.effective_limits.max_workloads == 10  # grant (10) < policy (100)
     assert receipt.trust_tier == "non_production" and receipt.authority_family == "development"
-    assert authority.sequences.highest(authority.policy_digest, "synthetic-dev") == AcceptedSequence(1, receipt.grant_digest)
+    assert authority.sequences.highest(authority.policy_digest, "synthetic-dev") == AcceptedSequence(
+        1, receipt.grant_digest
+    )
 
 
 def test_threshold_k_minus_one_rejected_k_accepted(authority: SyntheticAuthority) -> None:
@@ -105,8 +107,13 @@ def test_signature_set_for_another_grant_refused(authority: SyntheticAuthority) 
 def test_signature_over_another_document_kind_does_not_verify(authority: SyntheticAuthority) -> None:
     grant_bytes = authority.grant().canonical_bytes()
     # A signature over the bare bytes (no domain prefix) must not be accepted.
-    keys = [Ed25519PrivateKey.from_private_bytes(hashlib.sha256(b"dpone synthetic signer\x00" + s.label.encode()).digest()) for s in authority.signers[:2]]
-    bare = [DetachedSignature(key_id=s.key_id, signature=k.sign(grant_bytes).hex()) for s, k in zip(authority.signers, keys)]
+    keys = [
+        Ed25519PrivateKey.from_private_bytes(hashlib.sha256(b"dpone synthetic signer\x00" + s.label.encode()).digest())
+        for s in authority.signers[:2]
+    ]
+    bare = [
+        DetachedSignature(key_id=s.key_id, signature=k.sign(grant_bytes).hex()) for s, k in zip(authority.signers, keys)
+    ]
     _refused("authority.signature_invalid", authority, grant_bytes, bare)
 
 
@@ -139,7 +146,9 @@ def test_grant_under_another_policy_refused(authority: SyntheticAuthority) -> No
 
 
 def test_environment_not_allowed(authority: SyntheticAuthority) -> None:
-    _refused("authority.environment_not_allowed", authority, *authority.signed(authority.grant(environment="synthetic-prod")))
+    _refused(
+        "authority.environment_not_allowed", authority, *authority.signed(authority.grant(environment="synthetic-prod"))
+    )
 
 
 def test_window_too_long_against_policy_and_absolute_bound() -> None:
@@ -215,7 +224,9 @@ def test_concurrent_newer_acceptance_is_a_rollback(authority: SyntheticAuthority
         def raise_epoch(self, policy_digest, environment, epoch):
             return epoch
 
-    ports = AuthorityPorts(authority.clock, authority.ports.policies, authority.epochs, RacingStore(), authority.ports.signatures)
+    ports = AuthorityPorts(
+        authority.clock, authority.ports.policies, authority.epochs, RacingStore(), authority.ports.signatures
+    )
     _refused("authority.rollback", authority, *authority.signed(), ports=ports)
 
 
@@ -244,7 +255,9 @@ def test_grant_for_another_repository_refused(authority: SyntheticAuthority) -> 
     ],
 )
 def test_membership_mismatch(authority: SyntheticAuthority, source_override: dict) -> None:
-    _refused("authority.membership_mismatch", authority, *authority.signed(), source=synthetic_source(**source_override))
+    _refused(
+        "authority.membership_mismatch", authority, *authority.signed(), source=synthetic_source(**source_override)
+    )
 
 
 @pytest.mark.parametrize(
@@ -268,7 +281,9 @@ def test_budget_exceeded(authority: SyntheticAuthority, grant_override, source_o
 
 
 def test_effective_limits_are_the_fieldwise_minimum(authority: SyntheticAuthority) -> None:
-    declared = DeliveryLimits(max_workloads=50, max_source_bytes=9_000_000, max_cpu_millicores=1_500, max_memory_bytes=8 * 2**30)
+    declared = DeliveryLimits(
+        max_workloads=50, max_source_bytes=9_000_000, max_cpu_millicores=1_500, max_memory_bytes=8 * 2**30
+    )
     receipt = _verify(authority, *authority.signed(), declared_limits=declared)
     assert receipt.effective_limits == DeliveryLimits(
         max_workloads=10,  # grant
@@ -300,7 +315,9 @@ class _Broken:
 
 @pytest.mark.parametrize("port", ["clock", "policies", "epochs", "sequences", "signatures"])
 def test_failing_ports_fail_closed_without_leaking(authority: SyntheticAuthority, port: str) -> None:
-    error = _refused("authority.unavailable", authority, *authority.signed(), ports=_ports_with(authority, **{port: _Broken()}))
+    error = _refused(
+        "authority.unavailable", authority, *authority.signed(), ports=_ports_with(authority, **{port: _Broken()})
+    )
     assert "private" not in str(error) and "hunter2" not in str(error)
     assert error.__cause__ is None
 
@@ -315,7 +332,9 @@ def test_naive_clock_and_bad_epoch_are_unavailable(authority: SyntheticAuthority
             return -1
 
     _refused("authority.unavailable", authority, *authority.signed(), ports=_ports_with(authority, clock=NaiveClock()))
-    _refused("authority.unavailable", authority, *authority.signed(), ports=_ports_with(authority, epochs=NegativeEpochs()))
+    _refused(
+        "authority.unavailable", authority, *authority.signed(), ports=_ports_with(authority, epochs=NegativeEpochs())
+    )
 
 
 def test_unknown_policy_digest_is_unavailable(authority: SyntheticAuthority) -> None:

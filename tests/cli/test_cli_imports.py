@@ -37,7 +37,11 @@ def location_imports(path: Path) -> list[str]:
                 anchor = ["dpone_dagster", "cli"][: 2 - (node.level - 1)]
                 base = ".".join([*anchor, *([base] if base else [])])
             names = [base, *(f"{base}.{alias.name}" for alias in node.names)]
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("dpone_dagster.defs"):
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and node.value.startswith("dpone_dagster.defs")
+        ):
             names = [node.value]
         found += [f"{path.name}:{node.lineno}: {name}" for name in names if _is_location(name)]
     return found

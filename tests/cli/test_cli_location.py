@@ -10,7 +10,7 @@ import pytest
 
 from dpone_dagster.cli.location import LocationUnloadableError, ducklake_keys, lake_assets, load_location
 
-LAKE_ASSETS = '''
+LAKE_ASSETS = """
 import dagster as dg
 
 @dg.multi_asset(specs=[dg.AssetSpec("orders", kinds={"dbt", "ducklake"}), dg.AssetSpec("customers", kinds={"ducklake"})])
@@ -24,7 +24,7 @@ def daily_orders():
 @dg.asset(kinds={"dbt"}, group_name="release")
 def native_workspace():
     return None
-'''
+"""
 
 
 @pytest.fixture
@@ -45,7 +45,11 @@ def _module(package, name: str, body: str) -> str:
 
 
 def test_a_module_scope_definitions_object_is_the_location(location_package):
-    module = _module(location_package, "eager", LAKE_ASSETS + "\ndefs = dg.Definitions(assets=[lake_tables, daily_orders, native_workspace])\n")
+    module = _module(
+        location_package,
+        "eager",
+        LAKE_ASSETS + "\ndefs = dg.Definitions(assets=[lake_tables, daily_orders, native_workspace])\n",
+    )
     location = load_location(module)
     assert isinstance(location, dg.Definitions)
     assert [a.node_def.name for a in lake_assets(location)] == ["lake_tables"]
@@ -56,7 +60,8 @@ def test_a_definitions_function_is_called_at_each_load(location_package):
     module = _module(
         location_package,
         "lazy",
-        LAKE_ASSETS + "\nCALLS = []\n\n@dg.definitions\ndef defs():\n    CALLS.append(1)\n    return dg.Definitions(assets=[lake_tables])\n",
+        LAKE_ASSETS
+        + "\nCALLS = []\n\n@dg.definitions\ndef defs():\n    CALLS.append(1)\n    return dg.Definitions(assets=[lake_tables])\n",
     )
     first, second = load_location(module), load_location(module)
     assert first is not second and isinstance(first, dg.Definitions)

@@ -93,7 +93,12 @@ def build_forked_state(state_dir: Path, tables: Sequence[str] = ("orders",)) -> 
 
 
 def run_for_fork(
-    command: Sequence[str], env: Mapping[str, str], *, cwd: Path = REPO_ROOT, confined: bool = CONFINED, timeout: int = 900
+    command: Sequence[str],
+    env: Mapping[str, str],
+    *,
+    cwd: Path = REPO_ROOT,
+    confined: bool = CONFINED,
+    timeout: int = 900,
 ) -> subprocess.CompletedProcess:
     """Run `command` as a process acting for the fork in `env`: through the launcher when `confined`."""
     launcher = [sys.executable, "-m", "dpone_dagster.confinement.launcher", "--"] if confined else []

@@ -57,7 +57,9 @@ def doors(conn, catalog: Path, data: Path) -> dict:
             conn.execute("CALL ducklake_cleanup_old_files('lake_main', cleanup_all => true)"),
         ),
         "4_write_parquet_on_relation": lambda: conn.sql("SELECT 7 AS id").write_parquet(str(prod_file)),
-        "7_copy_new_file_into_prod_folder": lambda: conn.execute(f"COPY (SELECT 1 AS id) TO '{data}/stray.parquet' (FORMAT parquet)"),
+        "7_copy_new_file_into_prod_folder": lambda: conn.execute(
+            f"COPY (SELECT 1 AS id) TO '{data}/stray.parquet' (FORMAT parquet)"
+        ),
         "7_export_database_into_prod_folder": lambda: conn.execute(f"EXPORT DATABASE memory TO '{data}/exported'"),
         "python_remove_prod_data_file": lambda: os.remove(prod_file),
         "python_overwrite_prod_catalog": lambda: Path(catalog).write_bytes(b"junk"),

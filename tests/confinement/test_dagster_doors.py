@@ -43,7 +43,17 @@ def test_user_python_in_a_fork_asset_cannot_write_the_parents_files(tmp_path):
     before = forked.fingerprint()
     home = forked.state_dir / "workspaces" / workspace_segment(FORK) / "dagster_home"
     home.mkdir(parents=True)  # unconfined runs need it too; the launcher prepares it for confined ones
-    command = [sys.executable, "-m", "dagster", "asset", "materialize", "-f", "tests/confinement/fork_assets.py", "--select", "*"]
+    command = [
+        sys.executable,
+        "-m",
+        "dagster",
+        "asset",
+        "materialize",
+        "-f",
+        "tests/confinement/fork_assets.py",
+        "--select",
+        "*",
+    ]
     done = run_for_fork(command, forked.env(DOOR_PROD_FILE=str(forked.prod_file), DAGSTER_HOME=str(home)))
     outcomes = _step_outcomes(home)
     assert set(outcomes) == {"copy_door", "remove_door", "own_table"}, done.stderr[-3000:]

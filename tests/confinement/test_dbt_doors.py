@@ -75,7 +75,10 @@ def test_a_full_fork_dbt_build_succeeds_confined(tmp_path):
     forked = build_forked_state(tmp_path / "state")
     project = REPO_ROOT / "dbt_project_synthetic"
     dbt = [dbt_executable(), "build", "--profiles-dir", str(project)]
-    prod = {"DBT_TARGET_PATH": str(tmp_path / "prod_dbt" / "target"), "DBT_LOG_PATH": str(tmp_path / "prod_dbt" / "logs")}
+    prod = {
+        "DBT_TARGET_PATH": str(tmp_path / "prod_dbt" / "target"),
+        "DBT_LOG_PATH": str(tmp_path / "prod_dbt" / "logs"),
+    }
     built = run_for_fork(dbt, forked.env(workspace=None, **prod), cwd=project, confined=False)
     assert built.returncode == 0, built.stdout[-3000:]
     before = forked.fingerprint()

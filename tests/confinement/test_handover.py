@@ -16,9 +16,17 @@ REPORT = "import json, sys; print(json.dumps({'in_process': 'dpone_dagster.confi
 def test_which_commands_run_in_this_interpreter(tmp_path):
     script = tmp_path / "job.py"
     script.write_text("pass\n")
-    assert in_process_target([sys.executable, "-m", "dagster", "asset"], None) == ("module", "dagster", ["dagster", "asset"])
+    assert in_process_target([sys.executable, "-m", "dagster", "asset"], None) == (
+        "module",
+        "dagster",
+        ["dagster", "asset"],
+    )
     assert in_process_target([sys.executable, str(script), "a"], None) == ("path", str(script), [str(script), "a"])
-    assert in_process_target([str(BIN / "dbt"), "build"], None) == ("path", str(BIN / "dbt"), [str(BIN / "dbt"), "build"])
+    assert in_process_target([str(BIN / "dbt"), "build"], None) == (
+        "path",
+        str(BIN / "dbt"),
+        [str(BIN / "dbt"), "build"],
+    )
     assert in_process_target([sys.executable, "-c", "pass"], None) is None
     assert in_process_target(["true"], None) is None
     assert in_process_target(["no-such-command-here"], None) is None
@@ -27,7 +35,10 @@ def test_which_commands_run_in_this_interpreter(tmp_path):
 def _launch(command: list[str], tmp_path) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "dpone_dagster.confinement.launcher", "--", *command],
-        env=base_env(tmp_path / "state"), capture_output=True, text=True, cwd=REPO_ROOT,
+        env=base_env(tmp_path / "state"),
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
     )
 
 
@@ -56,5 +67,7 @@ def test_with_another_thread_running_the_command_is_execed(tmp_path):
         "from dpone_dagster.confinement.handover import hand_over\n"
         f"hand_over([sys.executable, {str(script)!r}], dict(os.environ))\n"
     )
-    done = subprocess.run([sys.executable, "-c", caller], env=base_env(tmp_path / "state"), capture_output=True, text=True, cwd=REPO_ROOT)
+    done = subprocess.run(
+        [sys.executable, "-c", caller], env=base_env(tmp_path / "state"), capture_output=True, text=True, cwd=REPO_ROOT
+    )
     assert last_json_line(done.stdout) == {"in_process": False, "argv": []}, done.stderr

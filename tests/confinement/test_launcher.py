@@ -85,7 +85,10 @@ def test_the_launcher_refuses_a_fork_it_cannot_confine_when_required(in_fork, tm
     env = {"DPONE_STATE_DIR": str(in_fork.state_path), "DPONE_WORKSPACE": FORK, "DPONE_CONFIG": str(settings)}
     done = subprocess.run(
         [sys.executable, "-m", "dpone_dagster.confinement.launcher", "--", "true"],
-        env={**_plain_env(), **env}, capture_output=True, text=True, cwd=REPO_ROOT,
+        env={**_plain_env(), **env},
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
     )
     assert done.returncode == 2 and "[confinement.required]" in done.stderr, done.stderr
 
@@ -134,7 +137,9 @@ def attempt():
         return "Permission denied" if "Permission denied" in str(exc) else str(exc)
 """
 
-THREAD_BEFORE = ATTEMPT + """
+THREAD_BEFORE = (
+    ATTEMPT
+    + """
 import sys
 from dpone_dagster.confinement.launcher import confine_this_process
 from dpone_dagster.confinement.status import MARKER_ENV
@@ -147,17 +152,22 @@ confine_this_process()          # re-execs this command line when another thread
 release.set(); worker.join()
 print(json.dumps({{"reexecuted": not first, **out}}))
 """
+)
 
 
 @needs_landlock
 def test_a_thread_started_before_confining_in_place_cannot_write_either(forked):
     script = THREAD_BEFORE.format(prod_file=str(forked.prod_file))
-    done = subprocess.run([sys.executable, "-c", script], env=forked.env(), capture_output=True, text=True, cwd=REPO_ROOT)
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=forked.env(), capture_output=True, text=True, cwd=REPO_ROOT
+    )
     assert last_json_line(done.stdout) == {"reexecuted": True, "thread": "Permission denied"}, done.stderr[-2000:]
     assert forked.prod_file.exists()
 
 
-CLI_ENTRY = ATTEMPT + """
+CLI_ENTRY = (
+    ATTEMPT
+    + """
 import sys
 from dpone_dagster.cli import main
 sys.argv = ["dpone", "fork", "list"]
@@ -167,12 +177,15 @@ except SystemExit:
     pass
 print(json.dumps({{"after_dpone": attempt()}}))
 """
+)
 
 
 @needs_landlock
 def test_the_dpone_entry_confines_itself_in_a_fork(forked):
     script = CLI_ENTRY.format(prod_file=str(forked.prod_file))
-    done = subprocess.run([sys.executable, "-c", script], env=forked.env(), capture_output=True, text=True, cwd=REPO_ROOT)
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=forked.env(), capture_output=True, text=True, cwd=REPO_ROOT
+    )
     assert last_json_line(done.stdout) == {"after_dpone": "Permission denied"}, done.stderr[-2000:]
     assert forked.prod_file.exists()
 
@@ -180,7 +193,7 @@ def test_the_dpone_entry_confines_itself_in_a_fork(forked):
 def test_the_launcher_runs_a_prod_command_unchanged(tmp_path):
     script = textwrap.dedent(f"""
         import json, os
-        open({str(tmp_path / 'anywhere.txt')!r}, 'w').write('x')
+        open({str(tmp_path / "anywhere.txt")!r}, 'w').write('x')
         print(json.dumps({{"marker": os.environ.get({MARKER_ENV!r})}}))
     """)
     env = {**_plain_env(), "DPONE_STATE_DIR": str(tmp_path / "state")}

@@ -67,14 +67,25 @@ def test_each_parameter_the_denylist_let_through_is_refused(name) -> None:
 @pytest.mark.parametrize("name", sorted(ISSUE_PARAMETERS))
 def test_the_closed_shape_alone_refuses_them(name) -> None:
     """The model check itself, without the raw-YAML denylist in front of it."""
-    raw = {"alias": "orders_source", "conn_type": "ducklake", "access": "read", "parameters": {name: ISSUE_PARAMETERS[name]}}
+    raw = {
+        "alias": "orders_source",
+        "conn_type": "ducklake",
+        "access": "read",
+        "parameters": {name: ISSUE_PARAMETERS[name]},
+    }
     assert _code(lambda: ConnectionDeclaration.from_value(raw)) == "flows.connection_parameter_not_allowed"
-    assert _code(lambda: ConnectionParameter(name=name, value=ISSUE_PARAMETERS[name])) == "flows.connection_parameter_not_allowed"
+    assert (
+        _code(lambda: ConnectionParameter(name=name, value=ISSUE_PARAMETERS[name]))
+        == "flows.connection_parameter_not_allowed"
+    )
 
 
 @pytest.mark.parametrize("name", sorted(INVALID_VALUES))
 def test_an_allowed_parameter_with_an_unbounded_value_is_refused(name) -> None:
-    assert _code(lambda: ConnectionParameter(name=name, value=INVALID_VALUES[name])) == "flows.connection_parameter_invalid"
+    assert (
+        _code(lambda: ConnectionParameter(name=name, value=INVALID_VALUES[name]))
+        == "flows.connection_parameter_invalid"
+    )
 
 
 def test_the_allowlist_is_exactly_the_binding_shape() -> None:

@@ -99,8 +99,14 @@ def test_relabelled_development_documents_never_read_as_production(stem: str, re
     [
         ({"schema": "dpone.release-set.v9"}, "dispatch.unknown_document"),
         ({"schema": "dpone.release-set.v3"}, "dispatch.unknown_document"),
-        ({"schema": "dpone.release-set.v3", "profile": "development_workspace_delivery_v2"}, "dispatch.unknown_document"),
-        ({"schema": "dpone.release-set.v2", "profile": "development_workspace_delivery_v1"}, "dispatch.unknown_document"),
+        (
+            {"schema": "dpone.release-set.v3", "profile": "development_workspace_delivery_v2"},
+            "dispatch.unknown_document",
+        ),
+        (
+            {"schema": "dpone.release-set.v2", "profile": "development_workspace_delivery_v1"},
+            "dispatch.unknown_document",
+        ),
         ({"no_schema": True}, "dispatch.unknown_document"),
         ([], "dispatch.unknown_document"),
     ],
@@ -143,7 +149,9 @@ def test_development_delivery_status_can_never_claim_execution(stem: str, status
 
 def test_development_documents_carry_no_route_certifications() -> None:
     value = loads(_vector("dpone.release-set.v3.development_workspace_delivery_v1"))
-    value["route_certifications"] = [{"route_id": "r", "evidence_digest": digest("dpone.x.v1", []), "certified_at": "2026-01-01T00:00:00Z"}]
+    value["route_certifications"] = [
+        {"route_id": "r", "evidence_digest": digest("dpone.x.v1", []), "certified_at": "2026-01-01T00:00:00Z"}
+    ]
     with pytest.raises(ContractError):
         read_document(dumps(value))
     native = loads(_vector("dpone.dbt-release-set.development.v1"))

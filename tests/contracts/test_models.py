@@ -69,7 +69,11 @@ def test_policy_threshold_cannot_exceed_signers() -> None:
 def test_signer_key_id_must_be_derived_from_the_key() -> None:
     signer = SyntheticSigner("a")
     with pytest.raises(ContractError):
-        SignerKey(key_id=signer_key_id(SyntheticSigner("b").public_key_hex), algorithm="ed25519", public_key=signer.public_key_hex)
+        SignerKey(
+            key_id=signer_key_id(SyntheticSigner("b").public_key_hex),
+            algorithm="ed25519",
+            public_key=signer.public_key_hex,
+        )
 
 
 def test_models_are_frozen() -> None:

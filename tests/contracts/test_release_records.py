@@ -15,7 +15,9 @@ DIGEST = "sha256:" + "a" * 64
 
 
 def _commit() -> ReleaseCommit:
-    return ReleaseCommit(release_id=DIGEST, members=[MemberDigest(path="release.json", content_sha256="b" * 64, size=10)])
+    return ReleaseCommit(
+        release_id=DIGEST, members=[MemberDigest(path="release.json", content_sha256="b" * 64, size=10)]
+    )
 
 
 def test_a_record_round_trips_through_its_own_model() -> None:
@@ -35,7 +37,9 @@ def test_a_record_refuses_unknown_fields_and_prefixed_content_hashes() -> None:
 
 
 def test_records_are_not_dispatchable_documents() -> None:
-    pointer = CurrentPointer(release_id=DIGEST, deployment_id="synthetic-dev:" + "a" * 64, previous_release_id=None, audit_sequence=1)
+    pointer = CurrentPointer(
+        release_id=DIGEST, deployment_id="synthetic-dev:" + "a" * 64, previous_release_id=None, audit_sequence=1
+    )
     for record in (_commit(), pointer):
         with pytest.raises(DispatchError) as refused:
             read_document(record.canonical_bytes())

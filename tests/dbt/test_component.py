@@ -27,7 +27,9 @@ from dpone_dagster.workspaces.service import Workspaces
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "dbt_tiny"
 FORK = "tiny-fork"
-NUMBERS, PARITY, SUMMARY = (AssetKey(["main", "tiny", name]) for name in ("tiny_numbers", "tiny_parity", "tiny_summary"))
+NUMBERS, PARITY, SUMMARY = (
+    AssetKey(["main", "tiny", name]) for name in ("tiny_numbers", "tiny_parity", "tiny_summary")
+)
 
 
 @pytest.fixture
@@ -44,7 +46,10 @@ def _materializations(result) -> dict[AssetKey, dict[str, object]]:
 
 
 def _checks(result) -> dict[str, bool]:
-    return {e.asset_check_key.name: e.passed for e in (ev.event_specific_data for ev in result.all_events if ev.event_type_value == "ASSET_CHECK_EVALUATION")}
+    return {
+        e.asset_check_key.name: e.passed
+        for e in (ev.event_specific_data for ev in result.all_events if ev.event_type_value == "ASSET_CHECK_EVALUATION")
+    }
 
 
 @pytest.mark.slow
@@ -52,7 +57,9 @@ def test_the_tiny_project_materializes_in_a_fork_through_the_component_with_defe
     setup = LakeSetup(tmp_path / "state")
     with setup.applied(), create_defs_folder_sandbox() as sandbox:
         defs_path = sandbox.scaffold_component(
-            component_cls=ForkAwareDbtProjectComponent, defs_path="tiny_dbt", scaffold_params={"project_path": str(tiny_project)}
+            component_cls=ForkAwareDbtProjectComponent,
+            defs_path="tiny_dbt",
+            scaffold_params={"project_path": str(tiny_project)},
         )
         written = yaml.safe_load((defs_path / "defs.yaml").read_text())
         assert written["type"] == "dpone_dagster.integration.dbt.component.ForkAwareDbtProjectComponent"
@@ -89,10 +96,12 @@ def test_the_tiny_project_materializes_in_a_fork_through_the_component_with_defe
     assert _prod_snapshot(setup) == prod_before, "the fork's dbt run wrote to prod"
     conn = setup.connect(workspace=FORK)
     try:
-        kinds = dict(conn.execute(
-            "SELECT table_name, table_type FROM information_schema.tables "
-            "WHERE table_catalog = 'lake_main' AND table_schema = 'tiny'"
-        ).fetchall())
+        kinds = dict(
+            conn.execute(
+                "SELECT table_name, table_type FROM information_schema.tables "
+                "WHERE table_catalog = 'lake_main' AND table_schema = 'tiny'"
+            ).fetchall()
+        )
         assert kinds == {"tiny_numbers": "VIEW", "tiny_parity": "BASE TABLE", "tiny_summary": "BASE TABLE"}
         # the fork never built tiny_numbers: its parity/summary rows came through the defer view
         assert conn.execute("SELECT numbers, total FROM lake_main.tiny.tiny_summary").fetchall() == [(6, 15)]
@@ -132,7 +141,14 @@ def test_the_factory_keys_the_tiny_project_by_lake_schema_table(tiny_project, tm
     assert all("ducklake" in spec.kinds for spec in assets.specs)
 
 
-LAKE_JOBS = {"create_fork_job", "drop_fork_job", "promote_fork_job", "fork_state_observation_job", "lake_maintenance_job", "fork_janitor_job"}
+LAKE_JOBS = {
+    "create_fork_job",
+    "drop_fork_job",
+    "promote_fork_job",
+    "fork_state_observation_job",
+    "lake_maintenance_job",
+    "fork_janitor_job",
+}
 LAKE_SENSORS = {"fork_state_sensor", "fork_janitor_sensor"}
 
 
@@ -171,7 +187,9 @@ def test_the_factory_gives_everything_the_location_has_for_its_dbt_project(tiny_
 def test_the_component_gives_what_the_factory_gives(tiny_project, tmp_path):
     with LakeSetup(tmp_path / "state").applied(), create_defs_folder_sandbox() as sandbox:
         defs_path = sandbox.scaffold_component(
-            component_cls=ForkAwareDbtProjectComponent, defs_path="tiny_dbt", scaffold_params={"project_path": str(tiny_project)}
+            component_cls=ForkAwareDbtProjectComponent,
+            defs_path="tiny_dbt",
+            scaffold_params={"project_path": str(tiny_project)},
         )
         with sandbox.load_component_and_build_defs(defs_path=defs_path) as (_component, defs):
             from_component = _location(defs)

@@ -42,7 +42,9 @@ def _project(root: Path, parent_file: str, parent_folder: str) -> Path:
         + parent_file + "' (FORMAT parquet)\") }}\nselect 1 as id\n"
     )  # fmt: skip
     (project / "models" / "external_in_parent.sql").write_text(
-        "{{ config(materialized='external', location='" + parent_folder + "/main/external.parquet') }}\nselect 1 as id\n"
+        "{{ config(materialized='external', location='"
+        + parent_folder
+        + "/main/external.parquet') }}\nselect 1 as id\n"
     )
     (project / "models" / "external_in_own.sql").write_text(
         "{{ config(materialized='external', location=var('own') ~ 'external.parquet') }}\nselect 2 as id\n"

@@ -30,8 +30,14 @@ def test_reads_are_the_direct_parents_and_the_parents_of_tests_that_touch_the_se
 
 def test_an_ephemeral_parent_is_read_through_and_sources_count():
     def model(name, parents=(), materialized="table"):
-        return {"resource_type": "model", "schema": "s", "name": name, "alias": name,
-                "config": {"materialized": materialized}, "depends_on": {"nodes": list(parents)}}
+        return {
+            "resource_type": "model",
+            "schema": "s",
+            "name": name,
+            "alias": name,
+            "config": {"materialized": materialized},
+            "depends_on": {"nodes": list(parents)},
+        }
 
     manifest = {
         "nodes": {
@@ -40,8 +46,14 @@ def test_an_ephemeral_parent_is_read_through_and_sources_count():
             "model.p.base": model("base"),
             "model.p.other": model("other"),
         },
-        "sources": {"source.p.raw.events": {"resource_type": "source", "schema": "raw", "name": "events",
-                                            "identifier": "events_v2"}},
+        "sources": {
+            "source.p.raw.events": {
+                "resource_type": "source",
+                "schema": "raw",
+                "name": "events",
+                "identifier": "events_v2",
+            }
+        },
     }
     assert dbt_reads(manifest, ["s.top"]) == ["raw.events_v2", "s.base"]
 

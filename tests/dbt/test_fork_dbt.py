@@ -69,9 +69,12 @@ def test_the_fork_reads_upstream_through_defer_views_and_owns_its_target(forked)
         )
         fork_rows = conn.execute("SELECT * FROM lake_main.marts.daily_revenue ORDER BY ALL").fetchall()
         upstream = conn.execute("SELECT count(*) FROM lake_main.staging.stg_payments").fetchone()[0]
-        files = [r[0] for r in conn.execute(
-            "SELECT data_file FROM ducklake_list_files('lake_main', 'daily_revenue', schema => 'marts')"
-        ).fetchall()]
+        files = [
+            r[0]
+            for r in conn.execute(
+                "SELECT data_file FROM ducklake_list_files('lake_main', 'daily_revenue', schema => 'marts')"
+            ).fetchall()
+        ]
     finally:
         conn.close()
     assert kinds["marts.daily_revenue"] == kinds["marts.dim_customers_scd2"] == "BASE TABLE"

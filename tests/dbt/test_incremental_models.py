@@ -33,7 +33,11 @@ def lakes(tmp_path_factory, prepared_manifest):
 @pytest.mark.slow  # two generated lakes built and compared (~1.5 min)
 def test_generator_is_deterministic_across_runs(lakes):
     advanced, rebuilt, _ = lakes
-    for table, key in (("raw.raw_customers", "customer_id"), ("raw.raw_orders", "order_id"), ("raw.raw_payments", "payment_id")):
+    for table, key in (
+        ("raw.raw_customers", "customer_id"),
+        ("raw.raw_orders", "order_id"),
+        ("raw.raw_payments", "payment_id"),
+    ):
         assert _all(advanced, table, key) == _all(rebuilt, table, key), table
 
 
@@ -73,7 +77,13 @@ def test_scd2_closes_changed_versions_and_opens_new_ones(lakes):
 
 def test_rerunning_the_same_day_changes_nothing(lakes):
     advanced, _, _ = lakes
-    before = (_all(advanced, "marts.fct_orders", "order_id"), _all(advanced, "marts.dim_customers_scd2", "customer_version_id"))
+    before = (
+        _all(advanced, "marts.fct_orders", "order_id"),
+        _all(advanced, "marts.dim_customers_scd2", "customer_version_id"),
+    )
     advanced.dbt("build", "--vars", DAY_2, "--select", "fct_orders", "dim_customers_scd2")
-    after = (_all(advanced, "marts.fct_orders", "order_id"), _all(advanced, "marts.dim_customers_scd2", "customer_version_id"))
+    after = (
+        _all(advanced, "marts.fct_orders", "order_id"),
+        _all(advanced, "marts.dim_customers_scd2", "customer_version_id"),
+    )
     assert after == before

@@ -66,7 +66,9 @@ def test_the_dbt_resource_builds_no_in_process_adapter(monkeypatch):
 
 
 def test_the_overridden_dagster_dbt_members_still_exist():
-    assert isinstance(DbtCliResource.__dict__.get("_cli_version"), type(InstalledDbtCliResource.__dict__["_cli_version"]))
+    assert isinstance(
+        DbtCliResource.__dict__.get("_cli_version"), type(InstalledDbtCliResource.__dict__["_cli_version"])
+    )
     assert callable(DbtCliResource.__dict__.get("_initialize_dbt_core_adapter"))
     assert dbt_executable()  # the venv's dbt the resource is given
 

@@ -25,7 +25,8 @@ pytestmark = pytest.mark.slow
 FORK = "wm-fork-daily"
 DAILY = AssetKey(["main", "marts", "daily_order_totals"])
 UPSTREAM = [  # stg_orders with what its relationships test reads
-    AssetKey(["main", *name.split(".")]) for name in ("raw.raw_orders", "staging.stg_orders", "raw.raw_customers", "staging.stg_customers")
+    AssetKey(["main", *name.split(".")])
+    for name in ("raw.raw_orders", "staging.stg_orders", "raw.raw_customers", "staging.stg_customers")
 ]
 DAYS = ("2024-01-10", "2024-01-11", "2024-01-12")
 MARK = 1_000_000
@@ -39,11 +40,18 @@ def _materialize(setup: LakeSetup, assets, *, selection, partition_key=None, par
 
     tags = None
     if partition_range:  # one run over a range of days (the asset's single-run backfill policy)
-        tags = {"dagster/asset_partition_range_start": partition_range[0], "dagster/asset_partition_range_end": partition_range[1]}
+        tags = {
+            "dagster/asset_partition_range_start": partition_range[0],
+            "dagster/asset_partition_range_end": partition_range[1],
+        }
     with setup.applied():
         return materialize(
-            [assets], resources=dict(defs.resources or {}), selection=selection,
-            partition_key=partition_key, tags=tags, raise_on_error=False,
+            [assets],
+            resources=dict(defs.resources or {}),
+            selection=selection,
+            partition_key=partition_key,
+            tags=tags,
+            raise_on_error=False,
         )
 
 
@@ -84,7 +92,9 @@ def _scenario(setup: LakeSetup, list_files) -> None:
     (event,) = result.get_asset_materialization_events()
     metadata = {k: v.value for k, v in event.materialization.metadata.items()}
     assert event.partition == DAYS[1] and metadata["fork_state"] == "fork_materialized"
-    assert metadata["dagster/row_count"] == 1 and metadata["table_rows"] == 3 and metadata["partition_by"] == "order_date"
+    assert (
+        metadata["dagster/row_count"] == 1 and metadata["table_rows"] == 3 and metadata["partition_by"] == "order_date"
+    )
     checks = result.get_asset_check_evaluations()
     assert checks and all(c.passed for c in checks)
 
@@ -94,14 +104,18 @@ def _scenario(setup: LakeSetup, list_files) -> None:
             conn.execute(f"UPDATE lake_main.marts.daily_order_totals__fork SET order_count = order_count + {MARK}")
             seen = conn.execute(ORDER.format(table="daily_order_totals", where="")).fetchall()
             own = conn.execute(ORDER.format(table="daily_order_totals__fork", where="")).fetchall()
-            kinds = dict(conn.execute(
-                "SELECT table_name, table_type FROM information_schema.tables WHERE table_catalog = 'lake_main' "
-                "AND table_schema = 'marts'"
-            ).fetchall())
+            kinds = dict(
+                conn.execute(
+                    "SELECT table_name, table_type FROM information_schema.tables WHERE table_catalog = 'lake_main' "
+                    "AND table_schema = 'marts'"
+                ).fetchall()
+            )
         finally:
             conn.close()
         steady = resolve(FORK, "main", config=fork.config()).views
-    others = _read(setup, "prod", ORDER.format(table="daily_order_totals", where=f"WHERE order_date <> DATE '{DAYS[1]}'"))
+    others = _read(
+        setup, "prod", ORDER.format(table="daily_order_totals", where=f"WHERE order_date <> DATE '{DAYS[1]}'")
+    )
     assert kinds == {"daily_order_totals": "VIEW", "daily_order_totals__fork": "BASE TABLE"}
     assert [r[0] for r in own] == [DAYS[1]] and own[0][1] > MARK
     assert seen == sorted(others + own) and len(seen) == 3
@@ -142,16 +156,24 @@ def test_per_partition_defer_on_postgres_and_s3(tmp_path, prepared_manifest, pos
     bucket = s3_server.create_bucket()
     config = {
         "control_store_url": postgres_server.url(database),
-        "lakes": [{
-            "name": "main",
-            "catalog": "postgres:" + postgres_server.dsn(database),
-            "data_path": f"s3://{bucket}/lakes/main/",
-            "attach_args": {"DATA_INLINING_ROW_LIMIT": 0},  # the fork's one-row day is a file in S3, not catalog rows
-            "storage": {
-                "endpoint": s3_server.endpoint, "url_style": "path", "use_ssl": False, "region": s3_server.region,
-                "key_id_env": "DPONE_TEST_S3_KEY_ID", "secret_env": "DPONE_TEST_S3_SECRET",
-            },
-        }],
+        "lakes": [
+            {
+                "name": "main",
+                "catalog": "postgres:" + postgres_server.dsn(database),
+                "data_path": f"s3://{bucket}/lakes/main/",
+                "attach_args": {
+                    "DATA_INLINING_ROW_LIMIT": 0
+                },  # the fork's one-row day is a file in S3, not catalog rows
+                "storage": {
+                    "endpoint": s3_server.endpoint,
+                    "url_style": "path",
+                    "use_ssl": False,
+                    "region": s3_server.region,
+                    "key_id_env": "DPONE_TEST_S3_KEY_ID",
+                    "secret_env": "DPONE_TEST_S3_SECRET",
+                },
+            }
+        ],
     }
     path = tmp_path / "dpone.yaml"
     path.write_text(yaml.safe_dump(config), encoding="utf-8")

@@ -92,7 +92,10 @@ def test_dbt_assets_land_in_a_postgres_catalog_and_s3(production_run, postgres_s
     monkeypatch.setenv("DPONE_TEST_S3_KEY_ID", s3_server.key_id)
     monkeypatch.setenv("DPONE_TEST_S3_SECRET", s3_server.secret)
     setup, result, pg_database, s3_bucket = (
-        production_run.setup, production_run.result, production_run.catalog_db, production_run.bucket
+        production_run.setup,
+        production_run.result,
+        production_run.catalog_db,
+        production_run.bucket,
     )
     assert result.success
     assert all(c.passed for c in result.get_asset_check_evaluations())
@@ -112,9 +115,12 @@ def test_dbt_assets_land_in_a_postgres_catalog_and_s3(production_run, postgres_s
     conn = setup.connect()
     try:
         for schema, table in MODEL_TABLES:
-            files = [r[0] for r in conn.execute(
-                "SELECT data_file FROM ducklake_list_files('lake_main', ?, schema => ?)", [table, schema]
-            ).fetchall()]
+            files = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT data_file FROM ducklake_list_files('lake_main', ?, schema => ?)", [table, schema]
+                ).fetchall()
+            ]
             assert files, f"{schema}.{table} has no data file"
             for url in files:
                 key = url.removeprefix(f"s3://{s3_bucket}/")

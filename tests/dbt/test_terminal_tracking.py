@@ -35,7 +35,12 @@ def test_terminal_dbt_runs_are_tracked_in_prod_and_in_a_fork(tmp_path):
         done = setup.dbt("build", "-s", "raw_orders", "stg_orders", "raw_customers", "stg_customers")
         assert "dpone: recorded 4 built and 0 failed table(s)" in done.stderr, done.stderr[-2000:]
         prod = lake_table_states("prod", "main", setup.config())
-        assert {str(n) for n in prod.tables} == {"raw.raw_orders", "staging.stg_orders", "raw.raw_customers", "staging.stg_customers"}
+        assert {str(n) for n in prod.tables} == {
+            "raw.raw_orders",
+            "staging.stg_orders",
+            "raw.raw_customers",
+            "staging.stg_customers",
+        }
         assert all(state.snapshot_id for state in prod.tables.values())
 
         workspaces = Workspaces(setup.config())
@@ -56,22 +61,52 @@ def test_terminal_dbt_runs_are_tracked_in_prod_and_in_a_fork(tmp_path):
 
 
 def test_a_run_splits_into_built_and_failed_tables_of_its_own_lake_only() -> None:
-    manifest = {"nodes": {
-        "model.p.a": {"resource_type": "model", "database": "lake_main", "schema": "s", "name": "a", "alias": "a_t", "config": {"materialized": "table"}},
-        "model.p.b": {"resource_type": "model", "database": "lake_main", "schema": "s", "name": "b", "config": {"materialized": "view"}},
-        "seed.p.c": {"resource_type": "seed", "database": "lake_main", "schema": "raw", "name": "c", "config": {}},
-        "model.p.e": {"resource_type": "model", "database": "lake_main", "schema": "s", "name": "e", "config": {"materialized": "ephemeral"}},
-        "model.p.o": {"resource_type": "model", "database": "lake_other", "schema": "s", "name": "o", "config": {}},
-        "test.p.t": {"resource_type": "test", "database": "lake_main", "schema": "s", "name": "t", "config": {}},
-        "model.p.f": {"resource_type": "model", "database": "lake_main", "schema": "s", "name": "f", "config": {}},
-        "model.p.k": {"resource_type": "model", "database": "lake_main", "schema": "s", "name": "k", "config": {}},
-    }}
-    results = {"results": [
-        {"unique_id": uid, "status": status}
-        for uid, status in (("model.p.a", "success"), ("model.p.b", "success"), ("seed.p.c", "success"),
-                            ("model.p.e", "success"), ("model.p.o", "success"), ("test.p.t", "pass"),
-                            ("model.p.f", "error"), ("model.p.k", "skipped"))
-    ]}
+    manifest = {
+        "nodes": {
+            "model.p.a": {
+                "resource_type": "model",
+                "database": "lake_main",
+                "schema": "s",
+                "name": "a",
+                "alias": "a_t",
+                "config": {"materialized": "table"},
+            },
+            "model.p.b": {
+                "resource_type": "model",
+                "database": "lake_main",
+                "schema": "s",
+                "name": "b",
+                "config": {"materialized": "view"},
+            },
+            "seed.p.c": {"resource_type": "seed", "database": "lake_main", "schema": "raw", "name": "c", "config": {}},
+            "model.p.e": {
+                "resource_type": "model",
+                "database": "lake_main",
+                "schema": "s",
+                "name": "e",
+                "config": {"materialized": "ephemeral"},
+            },
+            "model.p.o": {"resource_type": "model", "database": "lake_other", "schema": "s", "name": "o", "config": {}},
+            "test.p.t": {"resource_type": "test", "database": "lake_main", "schema": "s", "name": "t", "config": {}},
+            "model.p.f": {"resource_type": "model", "database": "lake_main", "schema": "s", "name": "f", "config": {}},
+            "model.p.k": {"resource_type": "model", "database": "lake_main", "schema": "s", "name": "k", "config": {}},
+        }
+    }
+    results = {
+        "results": [
+            {"unique_id": uid, "status": status}
+            for uid, status in (
+                ("model.p.a", "success"),
+                ("model.p.b", "success"),
+                ("seed.p.c", "success"),
+                ("model.p.e", "success"),
+                ("model.p.o", "success"),
+                ("test.p.t", "pass"),
+                ("model.p.f", "error"),
+                ("model.p.k", "skipped"),
+            )
+        ]
+    }
     run = tables_of_run(results, manifest, "lake_main")
     assert [str(n) for n in run.built] == ["raw.c", "s.a_t", "s.b"]
     assert [str(n) for n in run.failed] == ["s.f"]

@@ -25,11 +25,19 @@ def test_every_task_of_the_installed_release_is_a_job(copied_release, env_of):
     for job in jobs.values():
         family = kinds if job.tags["dpone/family"] == "development" else synthetic
         family.setdefault(job.tags["dpone/task_kind"], []).append(job)
-    assert {kind: len(found) for kind, found in kinds.items()} == {"native": NATIVE_MODELS, "ordinary": ORDINARY_FLOWS, "pre_hook": PRE_HOOKS}
+    assert {kind: len(found) for kind, found in kinds.items()} == {
+        "native": NATIVE_MODELS,
+        "ordinary": ORDINARY_FLOWS,
+        "pre_hook": PRE_HOOKS,
+    }
     assert {kind: len(found) for kind, found in synthetic.items()} == {"ordinary": 3, "pre_hook": 3}
     assert all(job.tags["dpone/dormant"] == "true" for found in kinds.values() for job in found)
     assert {job.tags["dpone/workspace"] for job in jobs.values()} == {"prod"}
-    assert all(job.name.startswith("synthetic__") and job.tags["dpone/dormant"] == "false" for found in synthetic.values() for job in found)
+    assert all(
+        job.name.startswith("synthetic__") and job.tags["dpone/dormant"] == "false"
+        for found in synthetic.values()
+        for job in found
+    )
     hooks = sorted(
         (job.metadata["hook_position"].value, job.metadata["hook_id"].value)
         for job in kinds["pre_hook"]
@@ -122,19 +130,26 @@ def test_the_location_cannot_write_the_cache_even_with_a_receipt_the_target_acce
     installed = load_active_release(cache)
     issuer = ReleaseAdmission(setup.settings).issuer()
     now = SystemClock().now()
-    receipt = PROCESS_SEAL.seal(ActivationReceipt(  # sealed in this process, as the target's issuer would
-        release_id=installed.bundle.release_id,
-        deployment_id=installed.record.deployment_id,
-        target_environment=issuer.target.environment,
-        trust_tier="non_production",
-        target_policy_digest=issuer.target.policy_digest,
-        grant_digest=installed.record.grant_digest,
-        revocation_epoch=installed.record.revocation_epoch,
-        verified_at=format_timestamp(now - timedelta(minutes=1)),
-        expires_at=format_timestamp(now + timedelta(minutes=10)),
-        purpose="activate",
-    ))
-    admit = {"release_id": receipt.release_id, "deployment_id": receipt.deployment_id, "purpose": "activate", "authority": installed.record}
+    receipt = PROCESS_SEAL.seal(
+        ActivationReceipt(  # sealed in this process, as the target's issuer would
+            release_id=installed.bundle.release_id,
+            deployment_id=installed.record.deployment_id,
+            target_environment=issuer.target.environment,
+            trust_tier="non_production",
+            target_policy_digest=issuer.target.policy_digest,
+            grant_digest=installed.record.grant_digest,
+            revocation_epoch=installed.record.revocation_epoch,
+            verified_at=format_timestamp(now - timedelta(minutes=1)),
+            expires_at=format_timestamp(now + timedelta(minutes=10)),
+            purpose="activate",
+        )
+    )
+    admit = {
+        "release_id": receipt.release_id,
+        "deployment_id": receipt.deployment_id,
+        "purpose": "activate",
+        "authority": installed.record,
+    }
     assert issuer.require_current(receipt, ActivationReceipt, **admit) is receipt
     with pytest.raises(DponeError) as raised:
         cache.admission.require_current(receipt, ActivationReceipt, **admit)

@@ -74,7 +74,11 @@ def test_killed_activation_blocks_release_job_until_cli_recover_restores_it(copi
     done = cli("recover", "--json")
     assert done.exit_code == 0, done.output
     outcome = json.loads(done.output)
-    assert (outcome["action"], outcome["receipt_kind"], outcome["release_id"]) == ("recovered_audit_only", "pointer_recovery", release_id)
+    assert (outcome["action"], outcome["receipt_kind"], outcome["release_id"]) == (
+        "recovered_audit_only",
+        "pointer_recovery",
+        release_id,
+    )
     ops = operations_of(copied)
     assert ops.cache.pending() is None and ops.cache.current().release_id == release_id
     assert [e.authorized_by for e in ops.cache.audit_log()] == ["activate", "pointer_recovery"]
@@ -144,7 +148,9 @@ def _grant_stages(setup, clock, *, synthetic: bool):
     settings = setup.settings.model_copy(update={"synthetic": synthetic})
     return dg.materialize(
         [development_policy, development_grant],
-        resources={"authority_platform": dg.ResourceDefinition.hardcoded_resource(AuthorityPlatform(settings, clock=clock))},
+        resources={
+            "authority_platform": dg.ResourceDefinition.hardcoded_resource(AuthorityPlatform(settings, clock=clock))
+        },
         instance=setup.instance,
         raise_on_error=False,
     )
@@ -181,11 +187,27 @@ def test_rollback_job_activates_the_previous_deployment_under_a_rollback_receipt
     ops.cache.activate(release_id, receipt=ops._activation_receipt(ops.cache.load(release_id).bundle, "activate"))
     planned = cli("rollback", "--dry-run", "--json")
     assert planned.exit_code == 0, planned.output
-    assert (json.loads(planned.output)["action"], json.loads(planned.output)["release_id"]) == ("would_roll_back", release_id)
+    assert (json.loads(planned.output)["action"], json.loads(planned.output)["release_id"]) == (
+        "would_roll_back",
+        release_id,
+    )
     assert len(operations_of(copied).cache.audit_log()) == 2
-    result = copied.definitions().resolve_job_def("release_rollback_job").execute_in_process(instance=copied.instance, raise_on_error=False)
+    result = (
+        copied.definitions()
+        .resolve_job_def("release_rollback_job")
+        .execute_in_process(instance=copied.instance, raise_on_error=False)
+    )
     assert result.success, step_failures(result)
     outcome = result.output_for_node("release_rollback")
-    assert (outcome["action"], outcome["receipt_kind"], outcome["release_id"]) == ("rolled_back", "rollback", release_id)
+    assert (outcome["action"], outcome["receipt_kind"], outcome["release_id"]) == (
+        "rolled_back",
+        "rollback",
+        release_id,
+    )
     last = operations_of(copied).cache.audit_log()[-1]
-    assert (last.sequence, last.action, last.authorized_by, last.receipt_digest) == (3, "rollback", "rollback", outcome["receipt_digest"])
+    assert (last.sequence, last.action, last.authorized_by, last.receipt_digest) == (
+        3,
+        "rollback",
+        "rollback",
+        outcome["receipt_digest"],
+    )

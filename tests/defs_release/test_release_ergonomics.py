@@ -28,7 +28,11 @@ STAGES = {asset.key.to_user_string() for asset in RELEASE_ASSETS}
 
 def step_failures(result) -> dict[str, str]:
     # not imported from .conftest: this file is also loaded by path, as a code location (`routing_defs`)
-    return {e.step_key: e.event_specific_data.error.message for e in result.all_events if e.event_type_value == "STEP_FAILURE"}
+    return {
+        e.step_key: e.event_specific_data.error.message
+        for e in result.all_events
+        if e.event_type_value == "STEP_FAILURE"
+    }
 
 
 # -- routing ---------------------------------------------------------------------------------

@@ -65,7 +65,11 @@ def test_dormancy_check_denies_every_task_before_any_credential(released):
     passed, metadata, _ = check_results(released.run)["tasks_denied_before_credentials"]
     assert passed
     assert metadata["tasks"] == TASKS
-    assert (metadata["native_tasks"], metadata["ordinary_tasks"], metadata["pre_hook_tasks"]) == (NATIVE_MODELS, ORDINARY_FLOWS, PRE_HOOKS)
+    assert (metadata["native_tasks"], metadata["ordinary_tasks"], metadata["pre_hook_tasks"]) == (
+        NATIVE_MODELS,
+        ORDINARY_FLOWS,
+        PRE_HOOKS,
+    )
     assert metadata["denied: admission.development_dormant"] == TASKS
     assert metadata["credential_resolutions"] == 0
     assert metadata["runtime_port_uses"] == 0
@@ -89,14 +93,21 @@ def test_metadata_carries_no_secret_and_no_private_path(released):
 
 def test_identical_retry_of_publish_and_install_writes_nothing(released):
     job = released.definitions().resolve_job_def("release_job")
-    keys = [k for k in job.asset_layer.selected_asset_keys if k.to_user_string() in {"published_release", "installed_release"}]
+    keys = [
+        k
+        for k in job.asset_layer.selected_asset_keys
+        if k.to_user_string() in {"published_release", "installed_release"}
+    ]
     result = job.execute_in_process(instance=released.instance, asset_selection=keys, raise_on_error=False)
     assert result.success, step_failures(result)
     found = materializations(result)
     assert found["published_release"]["already_published"] is True
     assert found["published_release"]["bytes_written"] == 0
     assert found["installed_release"]["activated"] is False
-    assert (found["published_release"]["action"], found["installed_release"]["action"]) == ("already_published", "already_active")
+    assert (found["published_release"]["action"], found["installed_release"]["action"]) == (
+        "already_published",
+        "already_active",
+    )
     assert found["installed_release"]["release_id"] == materializations(released.run)["installed_release"]["release_id"]
 
 

@@ -21,7 +21,9 @@ class RegistryElsewhere(ReleaseRegistryLocation):
 
 
 def _resources(settings) -> SimpleNamespace:
-    return SimpleNamespace(**{key: definition.resource_fn(None) for key, definition in release_resources(settings).items()})
+    return SimpleNamespace(
+        **{key: definition.resource_fn(None) for key, definition in release_resources(settings).items()}
+    )
 
 
 def test_the_services_run_on_the_resources_they_are_given(fresh, env_of):
@@ -48,8 +50,13 @@ def test_the_cli_composes_the_parts_the_location_resources_hold(fresh, env_of):
     AuthorityPlatform(setup.settings).prepare()
     resources = _resources(setup.settings)
     platform = ReleasePlatform.from_settings(setup.settings)
-    for part, key in (("authority", "authority_platform"), ("admission", "target_admission"), ("registry", "release_registry"),
-                      ("cache", "release_cache"), ("source", "release_source")):
+    for part, key in (
+        ("authority", "authority_platform"),
+        ("admission", "target_admission"),
+        ("registry", "release_registry"),
+        ("cache", "release_cache"),
+        ("source", "release_source"),
+    ):
         assert getattr(platform, part).settings == getattr(resources, key).settings, part
 
     by_cli, by_job = _operations(), release_services(resources).operations

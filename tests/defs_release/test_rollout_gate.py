@@ -23,20 +23,29 @@ from tests.synthetic_project import NATIVE_MODELS, TASKS
 
 
 def _event_index(result, step_key: str) -> int:
-    return next(i for i, e in enumerate(result.all_events) if e.step_key == step_key and e.event_type_value == "STEP_SUCCESS")
+    return next(
+        i for i, e in enumerate(result.all_events) if e.step_key == step_key and e.event_type_value == "STEP_SUCCESS"
+    )
 
 
 def test_the_gate_runs_before_installation_and_counts_every_kind(released):
     passed, metadata, description = check_results(released.run)["rollout_gate"]
     assert passed, description
-    assert {k: v for k, v in metadata.items() if ": " in k and k.split(": ")[0] in ("native", "ordinary", "pre_hook")} == {
-        "native: admitted": 0, "native: denied": NATIVE_MODELS,
-        "ordinary: admitted": 0, "ordinary: denied": 3,
-        "pre_hook: admitted": 0, "pre_hook: denied": 3,
+    assert {
+        k: v for k, v in metadata.items() if ": " in k and k.split(": ")[0] in ("native", "ordinary", "pre_hook")
+    } == {
+        "native: admitted": 0,
+        "native: denied": NATIVE_MODELS,
+        "ordinary: admitted": 0,
+        "ordinary: denied": 3,
+        "pre_hook: admitted": 0,
+        "pre_hook: denied": 3,
     }
     assert metadata["denied: admission.development_dormant"] == TASKS
     assert metadata["credential_resolutions"] == metadata["runtime_port_uses"] == 0
-    assert _event_index(released.run, "published_release_rollout_gate") < _event_index(released.run, "installed_release")
+    assert _event_index(released.run, "published_release_rollout_gate") < _event_index(
+        released.run, "installed_release"
+    )
 
 
 def test_the_install_stage_links_the_acceptance_report(released, env_of):
@@ -63,7 +72,9 @@ def test_gate_denials_are_persisted_and_the_active_release_is_denied(released, e
     setup = env_of(released)
     states = ReleaseStateMachine(open_store(setup.settings.control_store_url), SystemClock())
     release_id = materializations(released.run)["installed_release"]["release_id"]
-    records = ReleaseDenials(states, run_id=released.run.run_id, origin="-").records(release_id=release_id, run_id=released.run.run_id)
+    records = ReleaseDenials(states, run_id=released.run.run_id, origin="-").records(
+        release_id=release_id, run_id=released.run.run_id
+    )
     origins = {origin: sum(1 for r in records if r.origin == origin) for origin in {r.origin for r in records}}
     assert origins == {"rollout_gate": TASKS, "install_stage": TASKS, "dormancy_check": TASKS}
     assert states.current(release_id) is ReleaseState.DENIED
@@ -88,7 +99,10 @@ def test_a_single_admitted_task_fails_the_gate_service_level(released, env_of, m
     installed = load_active_release(read_only_cache(setup.settings, "synthetic-dev", SystemClock()))
     _admit_first_ordinary_task(monkeypatch)
     result = evaluate_rollout_gate(
-        installed_admission_view(installed), dormant_tasks(installed.bundle), clock=SystemClock(), epochs=SimpleNamespace(current_epoch=lambda: 0)
+        installed_admission_view(installed),
+        dormant_tasks(installed.bundle),
+        clock=SystemClock(),
+        epochs=SimpleNamespace(current_epoch=lambda: 0),
     )
     assert not result.passed
     assert (result.admitted, result.denied) == (1, TASKS - 1)
@@ -99,11 +113,15 @@ def test_a_single_admitted_task_fails_the_gate_service_level(released, env_of, m
 
 def test_the_install_stage_refuses_before_installing_when_the_gate_fails(copied_release, env_of, monkeypatch):
     setup = env_of(copied_release)
-    resources = SimpleNamespace(**{key: definition.resource_fn(None) for key, definition in release_resources(setup.settings).items()})
+    resources = SimpleNamespace(
+        **{key: definition.resource_fn(None) for key, definition in release_resources(setup.settings).items()}
+    )
     pipeline, _ = release_pipeline(resources)
     installed = load_active_release(pipeline.cache)
     authority = SimpleNamespace(
-        expires_at=installed.record.authority_expires_at, revocation_epoch=installed.record.revocation_epoch, environment="synthetic-dev"
+        expires_at=installed.record.authority_expires_at,
+        revocation_epoch=installed.record.revocation_epoch,
+        environment="synthetic-dev",
     )
     audit_before = len(pipeline.cache.audit_log())
     _admit_first_ordinary_task(monkeypatch)
@@ -150,7 +168,9 @@ def test_a_later_evaluation_never_overwrites_a_linked_report(released, env_of, t
     linked = folder / f"{installed['acceptance_report_sha256']}.json"
     before = linked.read_bytes()
     first = write_acceptance_report(_result_from(json.loads(before)), tmp_path)
-    later = write_acceptance_report(replace(_result_from(json.loads(before)), evaluated_at="2099-01-01T00:00:00Z"), tmp_path)
+    later = write_acceptance_report(
+        replace(_result_from(json.loads(before)), evaluated_at="2099-01-01T00:00:00Z"), tmp_path
+    )
     assert first.json_path != later.json_path
     assert hashlib.sha256(first.json_path.read_bytes()).hexdigest() == first.json_sha256
     assert linked.read_bytes() == before

@@ -47,7 +47,9 @@ INSTALLED = {
     "development_policy": {"synthetic": False},
     "installed_release": {"release_id": "sha256:" + "a" * 64, "deployment_id": "dev:" + "a" * 64},
 }
-DORMANT = CheckOutcome(True, None, {"tasks": 2, "denied: admission.development_dormant": 2, "credential_resolutions": 0})
+DORMANT = CheckOutcome(
+    True, None, {"tasks": 2, "denied: admission.development_dormant": 2, "credential_resolutions": 0}
+)
 
 
 def _refusal(run: ReleaseRun) -> ReleaseRunError:
@@ -63,7 +65,9 @@ def test_the_first_failed_check_names_the_refusal_before_any_failed_step():
         materialized={},
         checks={
             "policy_matches_pinned_digest": CheckOutcome(True, None, {}),
-            "grant_verified": CheckOutcome(False, "[authority.expired] the grant expired", {"error_code": "authority.expired"}),
+            "grant_verified": CheckOutcome(
+                False, "[authority.expired] the grant expired", {"error_code": "authority.expired"}
+            ),
         },
         step_failures=(StepFailure("published_release", "[release.x] later", "release.x"),),
     )
@@ -72,8 +76,10 @@ def test_the_first_failed_check_names_the_refusal_before_any_failed_step():
 
 
 def test_a_failed_step_names_the_refusal_when_no_check_failed():
-    steps = (StepFailure("native_workspace", "[source.commit_mismatch] wrong commit", "source.commit_mismatch"),
-             StepFailure("other", "second", "release.other"))
+    steps = (
+        StepFailure("native_workspace", "[source.commit_mismatch] wrong commit", "source.commit_mismatch"),
+        StepFailure("other", "second", "release.other"),
+    )
     refused = _refusal(ReleaseRun("r2", False, {}, {}, steps))
     assert (refused.code, refused.message) == ("source.commit_mismatch", "wrong commit")
     uncoded = _refusal(ReleaseRun("r3", False, {}, {}, (StepFailure("native_workspace", None, None),)))
@@ -84,6 +90,9 @@ def test_a_run_that_did_not_install_or_whose_dormancy_failed_is_refused():
     assert _refusal(ReleaseRun("r4", True, {}, {})).message == "the release run r4 did not complete"
     undormant = CheckOutcome(False, "a task was admitted", {"tasks": 2})
     assert _refusal(ReleaseRun("r5", True, INSTALLED, {})).message == "the dormancy check did not pass (run r5)"
-    assert _refusal(ReleaseRun("r6", True, INSTALLED, {"tasks_denied_before_credentials": undormant})).code == "release.run_failed"
+    assert (
+        _refusal(ReleaseRun("r6", True, INSTALLED, {"tasks_denied_before_credentials": undormant})).code
+        == "release.run_failed"
+    )
     summary = summarize_release_run(ReleaseRun("r7", True, INSTALLED, {"tasks_denied_before_credentials": DORMANT}))
     assert (summary.synthetic, summary.tasks, summary.denied) == (False, 2, {"admission.development_dormant": 2})

@@ -51,9 +51,15 @@ def _platform_checkout(tmp_path: Path) -> tuple[Path, str]:
     if not checkout.exists():
         ignored = shutil.ignore_patterns("target", "logs", "dbt_packages", ".dpone", "__pycache__")
         shutil.copytree(REPO_ROOT / "dbt_project_synthetic", checkout, ignore=ignored)
-        for args in (("init", "-q"), ("add", "-A"), ("-c", "user.email=platform@example.invalid", "-c", "user.name=platform", "commit", "-qm", "checkout")):
+        for args in (
+            ("init", "-q"),
+            ("add", "-A"),
+            ("-c", "user.email=platform@example.invalid", "-c", "user.name=platform", "commit", "-qm", "checkout"),
+        ):
             subprocess.run(["git", "-C", str(checkout), *args], check=True, capture_output=True)
-    head = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+    head = subprocess.run(
+        ["git", "-C", str(checkout), "rev-parse", "HEAD"], check=True, capture_output=True, text=True
+    ).stdout.strip()
     return checkout, head
 
 
@@ -74,7 +80,11 @@ def _place_authority(settings: ReleaseSettings, authority_dir: Path) -> dict[str
     """The platform's part: pin the policy digest and sign a grant for the configured source."""
     # The synthetic signer derives native membership from the repository's own dbt project; the
     # run reads the platform checkout (`_platform_checkout`, the same files at a real commit).
-    update = {"synthetic": True, "authority_location": str(authority_dir), "source_location": REPO_ROOT / "dbt_project_synthetic"}
+    update = {
+        "synthetic": True,
+        "authority_location": str(authority_dir),
+        "source_location": REPO_ROOT / "dbt_project_synthetic",
+    }
     signer_view = settings.model_copy(update=update)
     ensure_synthetic_authority(signer_view, SystemClock())
     return {key: (authority_dir / key).read_bytes() for key in AUTHORITY_FILES}
@@ -87,7 +97,9 @@ def _run() -> dg.ExecuteInProcessResult:
 
 def _metadata_values(result: dg.ExecuteInProcessResult) -> list[object]:
     values: list[object] = [v for meta in materializations(result).values() for v in meta.values()]
-    values += [v for check in result.get_asset_check_evaluations() for v in (check.description, *check.metadata.values())]
+    values += [
+        v for check in result.get_asset_check_evaluations() for v in (check.description, *check.metadata.values())
+    ]
     return values + list(step_failures(result).values())
 
 
@@ -161,7 +173,9 @@ def test_configured_platform_reads_a_git_archive_bound_by_the_commit_it_records(
     assert composed["source_archive_sha256"] == hashlib.sha256(archive.read_bytes()).hexdigest()
 
 
-def test_configured_source_not_at_the_configured_commit_stops_before_anything_is_built(monkeypatch, tmp_path, _isolated_state):
+def test_configured_source_not_at_the_configured_commit_stops_before_anything_is_built(
+    monkeypatch, tmp_path, _isolated_state
+):
     _, head = _platform_checkout(tmp_path)
     settings = _configure(monkeypatch, tmp_path, _directory_platform(tmp_path, commit="fedcba98" * 5))
     _place_authority(settings, Path(settings.authority_location))
@@ -224,14 +238,18 @@ def test_configured_s3_platform_reads_authority_and_publishes_through_s3(monkeyp
     keys = s3_server.keys(s3_bucket, "platform/registry/")
     assert f"platform/registry/releases/{release_hex}.json" in keys
     assert len(keys) == found["published_release"]["objects_written"]
-    assert s3_server.keys(s3_bucket, "platform/authority/") == sorted(f"platform/authority/{k}" for k in AUTHORITY_FILES)
+    assert s3_server.keys(s3_bucket, "platform/authority/") == sorted(
+        f"platform/authority/{k}" for k in AUTHORITY_FILES
+    )
     secrets = [s3_server.key_id, s3_server.secret]
     assert_no_private_values(_metadata_values(result), private=[str(tmp_path), *secrets])
     assert not any(secret in repr(settings) or secret in repr(load_config()) for secret in secrets)
 
 
 @pytest.mark.s3
-def test_an_unset_s3_credential_stops_the_run_naming_the_variable_not_a_value(monkeypatch, tmp_path, s3_server, s3_bucket):
+def test_an_unset_s3_credential_stops_the_run_naming_the_variable_not_a_value(
+    monkeypatch, tmp_path, s3_server, s3_bucket
+):
     settings = _configure(monkeypatch, tmp_path, _s3_platform(tmp_path, s3_server, s3_bucket))
     _upload_authority(s3_server, s3_bucket, settings, tmp_path)
     monkeypatch.delenv("DPONE_TEST_S3_SECRET")
@@ -249,7 +267,9 @@ def test_synthetic_signing_never_targets_an_s3_authority_location(_isolated_stat
     embedded = release_settings(load_config()).model_dump()
     with pytest.raises(ValueError, match="never into S3"):
         ReleaseSettings.model_validate({**embedded, "authority_location": "s3://bucket/authority/"})
-    configured = ReleaseSettings.model_validate({**embedded, "authority_location": "s3://bucket/a/", "synthetic": False})
+    configured = ReleaseSettings.model_validate(
+        {**embedded, "authority_location": "s3://bucket/a/", "synthetic": False}
+    )
     assert configured.authority_is_s3
 
 

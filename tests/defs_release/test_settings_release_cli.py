@@ -22,7 +22,9 @@ def s3_published(s3_server, s3_bucket, tmp_path, monkeypatch):
     release = synthetic_release(target)
     bundle, authority = release.bundle, release.authority
     registry = ReleaseRegistry(S3Store(s3_server.client(), s3_bucket, "team/registry"))
-    registry.publish(bundle, authority=authority, receipt=target.publication(bundle, authority), admission=target.issuer)
+    registry.publish(
+        bundle, authority=authority, receipt=target.publication(bundle, authority), admission=target.issuer
+    )
     config = tmp_path / "dpone.yaml"
     config.write_text(
         f"""release:
@@ -62,7 +64,9 @@ def test_an_altered_s3_blob_is_refused_with_its_code(s3_published, s3_server, s3
     location, _ = s3_published
     client = s3_server.client()
     blob = next(key for key in s3_server.keys(s3_bucket, "team/registry/") if "/releases/" not in key)
-    client.put_object(Bucket=s3_bucket, Key=blob, Body=client.get_object(Bucket=s3_bucket, Key=blob)["Body"].read() + b" ")
+    client.put_object(
+        Bucket=s3_bucket, Key=blob, Body=client.get_object(Bucket=s3_bucket, Key=blob)["Body"].read() + b" "
+    )
 
     result = CliRunner().invoke(app, ["release", "verify", location])
 
@@ -76,7 +80,9 @@ def test_missing_release_bucket_and_credentials_are_refused_with_codes(s3_publis
     absent = location.replace(bundle.release_id[7:], "0" * 64)
     assert "[release.not_found]" in runner.invoke(app, ["release", "verify", absent]).output
 
-    no_bucket = runner.invoke(app, ["release", "verify", "s3://no-such-bucket-x/r/" + location.split("/team/registry/")[1]])
+    no_bucket = runner.invoke(
+        app, ["release", "verify", "s3://no-such-bucket-x/r/" + location.split("/team/registry/")[1]]
+    )
     assert no_bucket.exit_code == 1 and "[release.registry_unavailable]" in no_bucket.output
 
     monkeypatch.delenv("DPONE_TEST_S3_SECRET")

@@ -41,7 +41,11 @@ LAKE_ENV = {"DPONE_CONNECTION_ORDERS_SOURCE": "orders_source.duckdb", "DPONE_CON
 
 
 def _jobs(setup) -> dict[str, dg.JobDefinition]:
-    return {job.name: job for job in build_definitions(setup.settings).resolve_all_job_defs() if not job.name.startswith("__")}
+    return {
+        job.name: job
+        for job in build_definitions(setup.settings).resolve_all_job_defs()
+        if not job.name.startswith("__")
+    }
 
 
 def _releases(setup):
@@ -91,7 +95,13 @@ class Target:
 
 def _launcher(ports: CountingPorts, target: Target) -> StandardRuntimeLauncher:
     return StandardRuntimeLauncher(
-        clock=SystemClock(), epochs=target, init_fetcher=ports, credentials=ports, sources=ports, writers=ports, target=target
+        clock=SystemClock(),
+        epochs=target,
+        init_fetcher=ports,
+        credentials=ports,
+        sources=ports,
+        writers=ports,
+        target=target,
     )
 
 
@@ -113,7 +123,12 @@ def test_admission_sits_before_every_port_development_zero_synthetic_more_than_z
     for task in tasks:
         result = launcher.launch(synthetic.admission_view(), task.runtime_task)
         assert result.grant.reason == "admission.synthetic_admitted"
-    assert ran.calls == {"init_fetch": len(tasks), "credentials": 2 * len(tasks), "source": len(tasks), "writer": len(tasks)}
+    assert ran.calls == {
+        "init_fetch": len(tasks),
+        "credentials": 2 * len(tasks),
+        "source": len(tasks),
+        "writer": len(tasks),
+    }
 
 
 def test_synthetic_tasks_are_refused_on_a_target_not_declared_synthetic(released, env_of):
@@ -144,7 +159,9 @@ def test_the_synthetic_release_is_never_derived_from_the_development_release(rel
     with shipped_source() as path, open_source(path) as tree:
         assert synthetic.release_id == compose_synthetic_release(tree).release_id
     development = installed.bundle
-    assert set(synthetic.parent.constituents).isdisjoint(c.constituent_id for c in development.parent.ordinary_constituents)
+    assert set(synthetic.parent.constituents).isdisjoint(
+        c.constituent_id for c in development.parent.ordinary_constituents
+    )
 
     def source_blobs(members):
         return {hashlib.sha256(data).hexdigest() for path, data in members.items() if path.startswith("sources/")}
@@ -171,12 +188,20 @@ def test_one_deployment_runs_synthetic_tasks_and_refuses_development_tasks(copie
     jobs = _jobs(setup)
     ledger = AccessLedger(setup.settings.access_ledger)
     with dg.instance_for_test() as instance:
-        ran = jobs["synthetic__ordinary__customer_order_counts"].execute_in_process(instance=instance, raise_on_error=False)
+        ran = jobs["synthetic__ordinary__customer_order_counts"].execute_in_process(
+            instance=instance, raise_on_error=False
+        )
         assert ran.success
         metadata = _step_output_metadata(ran)
         assert metadata["credential_resolutions"] == 2
         assert metadata["rows: flow_marts.customer_order_counts"] == 17
-        assert [e["port"] for e in ledger.entries(run_id=ran.run_id)] == ["init_fetch", "credentials", "credentials", "source", "writer"]
+        assert [e["port"] for e in ledger.entries(run_id=ran.run_id)] == [
+            "init_fetch",
+            "credentials",
+            "credentials",
+            "source",
+            "writer",
+        ]
         assert instance.get_run_by_id(ran.run_id).tags["dpone/admission"] == "admitted"
 
         refused = jobs["ordinary__customer_order_counts"].execute_in_process(instance=instance, raise_on_error=False)
@@ -213,7 +238,10 @@ def test_on_a_fresh_lake_a_flow_job_runs_its_pre_hooks_first(copied_release, env
     with dg.instance_for_test() as instance:
         revenue = jobs["synthetic__ordinary__daily_revenue"].execute_in_process(instance=instance, raise_on_error=False)
         assert revenue.success, _failure(revenue).error.message
-        assert _steps(revenue) == ["start__synthetic__pre_hook__daily_revenue__ensure_marts", "start__synthetic__ordinary__daily_revenue"]
+        assert _steps(revenue) == [
+            "start__synthetic__pre_hook__daily_revenue__ensure_marts",
+            "start__synthetic__ordinary__daily_revenue",
+        ]
         metadata = _output_metadata(revenue, "start__synthetic__ordinary__daily_revenue")
         assert metadata["rows: flow_marts.daily_revenue"] > 0
         funnel = jobs["synthetic__ordinary__status_funnel"].execute_in_process(instance=instance, raise_on_error=False)
@@ -222,12 +250,19 @@ def test_on_a_fresh_lake_a_flow_job_runs_its_pre_hooks_first(copied_release, env
             "start__synthetic__pre_hook__status_funnel__clear_staging",
             "start__synthetic__ordinary__status_funnel",
         ]
-        clear = jobs["synthetic__pre_hook__status_funnel__clear_staging"].execute_in_process(instance=instance, raise_on_error=False)
-        assert _steps(clear) == ["start__synthetic__pre_hook__status_funnel__ensure_staging", "start__synthetic__pre_hook__status_funnel__clear_staging"]
+        clear = jobs["synthetic__pre_hook__status_funnel__clear_staging"].execute_in_process(
+            instance=instance, raise_on_error=False
+        )
+        assert _steps(clear) == [
+            "start__synthetic__pre_hook__status_funnel__ensure_staging",
+            "start__synthetic__pre_hook__status_funnel__clear_staging",
+        ]
     lake = setup.settings.synthetic_runtime_root / "lake" / "flow_lake.duckdb"
     with duckdb.connect(str(lake), read_only=True) as conn:
         assert conn.execute("select sum(orders) from flow_marts.status_funnel").fetchone()[0] == 240
-        assert conn.execute("select count(*) from flow_staging.order_statuses").fetchone()[0] == 0  # cleared after the run
+        assert (
+            conn.execute("select count(*) from flow_staging.order_statuses").fetchone()[0] == 0
+        )  # cleared after the run
 
 
 def test_a_dormant_flow_job_stops_at_its_first_refused_pre_hook(copied_release, env_of):
@@ -275,16 +310,24 @@ def test_a_synthetic_job_cannot_write_outside_its_lake_even_with_the_capture_che
     sql = root / "flows/daily_revenue/sql/daily_revenue.sql"
     sql.write_text(sql.read_text() + hostile)
     checked = packs.flow_sql_writes
-    monkeypatch.setattr(packs, "flow_sql_writes", lambda text, where: checked(text.replace(hostile, ""), where))  # check removed
+    monkeypatch.setattr(
+        packs, "flow_sql_writes", lambda text, where: checked(text.replace(hostile, ""), where)
+    )  # check removed
     rewrite_packs(root, check=False)
     with open_source(root) as tree:
-        SyntheticReleaseStore(setup.settings.synthetic_runtime_root).install(compose_synthetic_release(tree, pinned_digest=tree.snapshot.digest))
+        SyntheticReleaseStore(setup.settings.synthetic_runtime_root).install(
+            compose_synthetic_release(tree, pinned_digest=tree.snapshot.digest)
+        )
     with dg.instance_for_test() as instance:
-        result = _jobs(setup)["synthetic__ordinary__daily_revenue"].execute_in_process(instance=instance, raise_on_error=False)
+        result = _jobs(setup)["synthetic__ordinary__daily_revenue"].execute_in_process(
+            instance=instance, raise_on_error=False
+        )
         assert not result.success
         assert "[runtime.statement_failed]" in _failure(result).error.message
     assert sorted(path.name for path in outside.iterdir()) == ["secret.txt"]
-    with duckdb.connect(str(setup.settings.synthetic_runtime_root / "lake" / "flow_lake.duckdb"), read_only=True) as conn:
+    with duckdb.connect(
+        str(setup.settings.synthetic_runtime_root / "lake" / "flow_lake.duckdb"), read_only=True
+    ) as conn:
         assert conn.execute("select count(*) from duckdb_tables() where table_name = 'leak'").fetchone()[0] == 0
 
 
@@ -295,14 +338,18 @@ def test_a_synthetic_job_cannot_write_outside_its_lake_even_with_the_capture_che
         ({**LAKE_ENV, "DPONE_CONNECTION_FLOW_LAKE": "../escape.duckdb"}, "runtime.connection_outside_sandbox", 2),
     ],
 )
-def test_a_failure_after_admission_is_a_clean_coded_failure(copied_release, env_of, monkeypatch, env, code, resolutions):
+def test_a_failure_after_admission_is_a_clean_coded_failure(
+    copied_release, env_of, monkeypatch, env, code, resolutions
+):
     setup = env_of(copied_release)
     for key in LAKE_ENV:
         monkeypatch.delenv(key, raising=False)
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     with dg.instance_for_test() as instance:
-        result = _jobs(setup)["synthetic__ordinary__customer_order_counts"].execute_in_process(instance=instance, raise_on_error=False)
+        result = _jobs(setup)["synthetic__ordinary__customer_order_counts"].execute_in_process(
+            instance=instance, raise_on_error=False
+        )
         failure = _failure(result)
     assert failure.error.message.startswith(f"dagster._core.definitions.events.Failure: [{code}]")
     assert "Traceback" not in failure.error.message
@@ -320,8 +367,12 @@ def test_a_target_no_longer_synthetic_refuses_synthetic_jobs_before_any_port(cop
     target = parse_document(ProtectedTargetDocument, path.read_bytes())
     path.write_bytes(target.model_copy(update={"synthetic": False}).canonical_bytes())
     with dg.instance_for_test() as instance:
-        result = _jobs(setup)["synthetic__ordinary__customer_order_counts"].execute_in_process(instance=instance, raise_on_error=False)
-        assert instance.get_run_by_id(result.run_id).tags["dpone/denial_reason"] == "admission.synthetic_target_required"
+        result = _jobs(setup)["synthetic__ordinary__customer_order_counts"].execute_in_process(
+            instance=instance, raise_on_error=False
+        )
+        assert (
+            instance.get_run_by_id(result.run_id).tags["dpone/denial_reason"] == "admission.synthetic_target_required"
+        )
     assert AccessLedger(setup.settings.access_ledger).entries(run_id=result.run_id) == []
 
 
@@ -361,14 +412,28 @@ def test_synthetic_family_admission_is_narrow(task, synthetic_target, outcome):
 
     from dpone_dagster.release.runtime.admission import AdmissionView, RuntimeTask, admit
 
-    members = frozenset({RuntimeTask(TaskKind.ORDINARY, "flow_a"), RuntimeTask(TaskKind.PRE_HOOK, "flow_a", "flow_a.prepare")})
+    members = frozenset(
+        {RuntimeTask(TaskKind.ORDINARY, "flow_a"), RuntimeTask(TaskKind.PRE_HOOK, "flow_a", "flow_a.prepare")}
+    )
     view = AdmissionView("sha256:" + "0" * 64, "synthetic", None, 0, members)
     kind, workload, hook, xcom = task
-    decision = admit(view, RuntimeTask(TaskKind(kind), workload, hook, xcom), now=datetime.now(UTC), current_revocation_epoch=0, synthetic_target=synthetic_target)
+    decision = admit(
+        view,
+        RuntimeTask(TaskKind(kind), workload, hook, xcom),
+        now=datetime.now(UTC),
+        current_revocation_epoch=0,
+        synthetic_target=synthetic_target,
+    )
     assert (decision.reason if isinstance(decision.reason, str) else decision.reason.value) == outcome
     assert decision.admitted is (outcome == "admission.synthetic_admitted")
     development = AdmissionView(view.release_id, "development", datetime(2999, 1, 1, tzinfo=UTC), 0, members)
-    assert not admit(development, RuntimeTask(TaskKind.ORDINARY, "flow_a"), now=datetime.now(UTC), current_revocation_epoch=0, synthetic_target=True).admitted
+    assert not admit(
+        development,
+        RuntimeTask(TaskKind.ORDINARY, "flow_a"),
+        now=datetime.now(UTC),
+        current_revocation_epoch=0,
+        synthetic_target=True,
+    ).admitted
 
 
 def test_a_connection_that_cannot_be_opened_is_a_clean_coded_failure(copied_release, env_of, monkeypatch):
@@ -377,6 +442,10 @@ def test_a_connection_that_cannot_be_opened_is_a_clean_coded_failure(copied_rele
     for key, value in {**LAKE_ENV, "DPONE_CONNECTION_FLOW_LAKE": "blocked.duckdb"}.items():
         monkeypatch.setenv(key, value)
     with dg.instance_for_test() as instance:
-        result = _jobs(setup)["synthetic__ordinary__customer_order_counts"].execute_in_process(instance=instance, raise_on_error=False)
+        result = _jobs(setup)["synthetic__ordinary__customer_order_counts"].execute_in_process(
+            instance=instance, raise_on_error=False
+        )
         failure = _failure(result)
-    assert failure.error.message.startswith("dagster._core.definitions.events.Failure: [runtime.connection_unavailable]")
+    assert failure.error.message.startswith(
+        "dagster._core.definitions.events.Failure: [runtime.connection_unavailable]"
+    )

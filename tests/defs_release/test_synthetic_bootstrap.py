@@ -35,7 +35,11 @@ def test_first_use_creates_a_synthetic_authority_and_later_uses_keep_it(fresh, e
     target = parse_document(ProtectedTargetDocument, setup.settings.protected_target_file.read_bytes())
     assert target.synthetic is True and target.environment.startswith("synthetic-")
     first = _grant(setup)
-    assert first.sequence == 1 and len(first.native_membership) == NATIVE_MODELS and len(first.ordinary_membership) == ORDINARY_FLOWS
+    assert (
+        first.sequence == 1
+        and len(first.native_membership) == NATIVE_MODELS
+        and len(first.ordinary_membership) == ORDINARY_FLOWS
+    )
     assert ensure_synthetic_authority(setup.settings, FixedClock(now + timedelta(hours=1))) is False
     assert _grant(setup) == first
 

@@ -103,8 +103,7 @@ def test_secret_resolution_reads_the_reference_at_use_time():
 
 def test_lake_repr_never_contains_secret_values(monkeypatch):
     monkeypatch.setenv("LAKE_SECRET", "super-secret-value")
-    lake = LakeConfig(name="main", catalog="c.ducklake", data_path="s3://b/",
-                      storage={"secret_env": "LAKE_SECRET"})
+    lake = LakeConfig(name="main", catalog="c.ducklake", data_path="s3://b/", storage={"secret_env": "LAKE_SECRET"})
     assert "super-secret-value" not in repr(lake)
     assert "super-secret-value" not in lake.model_dump_json()
 

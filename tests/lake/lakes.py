@@ -56,9 +56,7 @@ def pg_s3_env(postgres_server, database: str, s3_server, bucket: str) -> LakeEnv
         ),
         attach_args={"DATA_INLINING_ROW_LIMIT": 0},
     )
-    config = base.model_copy(
-        update={"lakes": (lake,), "control_store_url": postgres_server.url(database)}
-    )
+    config = base.model_copy(update={"lakes": (lake,), "control_store_url": postgres_server.url(database)})
 
     def list_files(prefix: str) -> list[str]:
         assert prefix.startswith(f"s3://{bucket}/")
@@ -167,8 +165,15 @@ def materialize(env: LakeEnv, workspace: str, table: str, select_sql: str, *, st
         snapshot = conn.execute("SELECT max(snapshot_id) FROM lake_main.snapshots()").fetchone()[0]
         read = fork_session_snapshots(conn, workspace, "main", env.config)  # provenance (lake/resolution/pins.py)
     record_materialization(
-        workspace, "main", name.schema, name.table, status=status, snapshot_id=snapshot,
-        columns=columns, config=env.config, built_from=read,
+        workspace,
+        "main",
+        name.schema,
+        name.table,
+        status=status,
+        snapshot_id=snapshot,
+        columns=columns,
+        config=env.config,
+        built_from=read,
     )
     return snapshot
 
@@ -230,10 +235,7 @@ def fork_places(env: LakeEnv, workspace_id: str) -> tuple[list[str], list[str]]:
         namespaces = sorted(p.name for p in Path(catalog.target).parent.glob(stem + "*"))
     root, _ = split_storage_root(absolute_data_path(env.lake.data_path, env.config.project_root))
     base = f"{root}/{FORK_DATA_DIR}/"
-    files = [
-        f for f in env.list_files(base)
-        if is_fork_segment_of(workspace_id, f[len(base):].split("/", 1)[0])
-    ]
+    files = [f for f in env.list_files(base) if is_fork_segment_of(workspace_id, f[len(base) :].split("/", 1)[0])]
     return namespaces, files
 
 

@@ -9,8 +9,15 @@ from dpone_dagster.lake.state.tracking import TrackedTable, read_chain_tracking,
 
 def _track(env, workspace, table, status, *, partition=None, columns=(("id", "BIGINT"),)):
     record_materialization(
-        workspace, "main", "main", table, status=status, snapshot_id=1, columns=list(columns),
-        partition=partition, config=env.config,
+        workspace,
+        "main",
+        "main",
+        table,
+        status=status,
+        snapshot_id=1,
+        columns=list(columns),
+        partition=partition,
+        config=env.config,
     )
 
 

@@ -138,9 +138,7 @@ def test_registered_postgres_identity_at_a_closed_port_keeps_the_row(pg_s3_lake)
     with open_store(env.config.control_store).begin() as conn:
         row = conn.execute(sa.select(ledger)).one()
         catalog = json.loads(row.catalog)
-        catalog["target"] = catalog["target"].replace(
-            f"port={env.lake.catalog.split('port=')[1].split()[0]}", "port=1"
-        )
+        catalog["target"] = catalog["target"].replace(f"port={env.lake.catalog.split('port=')[1].split()[0]}", "port=1")
         conn.execute(ledger.update().values(catalog=json.dumps(catalog, sort_keys=True)))
     result = Workspaces(env.config).drop("wm-fork-a", actor="alice")
     assert [r.code for r in result.cleanup.leftovers] == ["lake.catalog_unreachable"]
@@ -242,8 +240,12 @@ def test_registration_cache_skips_rewrites_until_invalidated(embedded_lake):
     Workspaces(env.config).create_fork("wm-fork-a", "prod", owner="alice")
     inc = incarnation(env, "wm-fork-a")
     record = NamespaceRecord(
-        "wm-fork-a", "main", fork_metadata_schema("wm-fork-a", "main", inc),
-        CatalogLocation("duckdb", "/x/main.ducklake"), None, "default",
+        "wm-fork-a",
+        "main",
+        fork_metadata_schema("wm-fork-a", "main", inc),
+        CatalogLocation("duckdb", "/x/main.ducklake"),
+        None,
+        "default",
         "/x/__wm_forks/seg/main/",
     )
     cache = RegistrationCache(ttl=timedelta(seconds=60))
@@ -269,7 +271,12 @@ def test_guards_refuse_anything_outside_fork_namespaces_and_prefixes(tmp_path):
             with pytest.raises(UnsafePrefixError):
                 store.delete_prefix(prefix, None)
     record = NamespaceRecord(
-        "wm-fork-a", "main", fork_metadata_schema("wm-fork-a", "main"), parent, None, "default",
+        "wm-fork-a",
+        "main",
+        fork_metadata_schema("wm-fork-a", "main"),
+        parent,
+        None,
+        "default",
         str(tmp_path) + "/lakes/main/",
     )
     with pytest.raises(LakeError):

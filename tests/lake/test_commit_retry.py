@@ -41,15 +41,15 @@ def _race(env, *, loser_retries: int | None = None) -> None:
 def test_a_commit_that_loses_the_snapshot_race_is_retried_and_lands(pg_s3_lake):
     env = pg_s3_lake
     with resolve("prod", "main", config=env.config).connect() as conn:
-        effective = dict(conn.execute(
-            "SELECT name, value FROM duckdb_settings() WHERE name LIKE 'ducklake_%retry%'"
-        ).fetchall())
+        effective = dict(
+            conn.execute("SELECT name, value FROM duckdb_settings() WHERE name LIKE 'ducklake_%retry%'").fetchall()
+        )
         conn.execute("CREATE TABLE lake_main.main.t_a (i BIGINT)")
         conn.execute("CREATE TABLE lake_main.main.t_b (i BIGINT)")
         (before,) = conn.execute("SELECT max(snapshot_id) FROM lake_main.snapshots()").fetchone()
-    assert {k: str(v) for k, v in effective.items()} == {
-        name: value for name, value in COMMIT_RETRY_SETTINGS
-    } | {"ducklake_retry_backoff": effective["ducklake_retry_backoff"]}
+    assert {k: str(v) for k, v in effective.items()} == {name: value for name, value in COMMIT_RETRY_SETTINGS} | {
+        "ducklake_retry_backoff": effective["ducklake_retry_backoff"]
+    }
     assert float(effective["ducklake_retry_backoff"]) == float(dict(COMMIT_RETRY_SETTINGS)["ducklake_retry_backoff"])
 
     _race(env)  # A's first commit attempt collides with B's snapshot id; the retry wins

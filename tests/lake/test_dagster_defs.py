@@ -47,7 +47,10 @@ def test_resource_in_prod_then_in_a_fork_that_defers_upstream(monkeypatch):
     assert run.success
     meta = _metadata(run, "order_count")
     assert meta["workspace"] == "wm-fork-dag" and meta["fork_state"] == "fork_materialized"
-    assert meta["namespace"] == fork_metadata_schema("wm-fork-dag", "main", _incarnation("wm-fork-dag")) and meta["n"] == 25
+    assert (
+        meta["namespace"] == fork_metadata_schema("wm-fork-dag", "main", _incarnation("wm-fork-dag"))
+        and meta["n"] == 25
+    )
     with fork.connect() as conn:
         assert conn.execute("SELECT count(*) FROM orders").fetchone() == (25,)
     from dpone_dagster.lake.state.tracking import fork_state
@@ -66,7 +69,9 @@ def test_drop_job_deletes_the_fork_and_fails_visibly_when_refused(monkeypatch):
 
     def run(actor):
         return drop_fork_job.execute_in_process(
-            run_config={"ops": {"drop_fork_namespaces_op": {"config": {"workspace_id": "wm-fork-job", "actor": actor}}}},
+            run_config={
+                "ops": {"drop_fork_namespaces_op": {"config": {"workspace_id": "wm-fork-job", "actor": actor}}}
+            },
             raise_on_error=False,
         )
 

@@ -40,8 +40,7 @@ def _tables(manifest: dict) -> dict[str, tuple[str, str]]:
 
 def _specs(manifest: dict, translator: SyntheticDbtTranslator) -> dict:
     return {
-        spec.key: spec
-        for spec in (translator.get_asset_spec(manifest, uid, DBT_PROJECT) for uid in _tables(manifest))
+        spec.key: spec for spec in (translator.get_asset_spec(manifest, uid, DBT_PROJECT) for uid in _tables(manifest))
     }
 
 

@@ -95,13 +95,22 @@ def test_observation_job_reports_deferred_fork_materialized_and_absent(fork_with
     assert set(seen) == set(KEYS)
     namespace = fork_metadata_schema(FORK, "main", _incarnation(FORK))
     assert seen[ORDERS] == {
-        "workspace": FORK, "lake": "main", "table": "main.orders", "namespace": namespace,
-        "fork_state": "deferred", "fork_owner": "prod", "snapshot_id": fork_with_one_model["prod"]["orders"],
+        "workspace": FORK,
+        "lake": "main",
+        "table": "main.orders",
+        "namespace": namespace,
+        "fork_state": "deferred",
+        "fork_owner": "prod",
+        "snapshot_id": fork_with_one_model["prod"]["orders"],
     }
     assert seen[COUNT]["fork_state"] == "fork_materialized" and seen[COUNT]["fork_owner"] == FORK
     assert seen[COUNT]["snapshot_id"] == fork_with_one_model[FORK]["order_count"]
     assert seen[MISSING] == {
-        "workspace": FORK, "lake": "main", "table": "main.never_built", "namespace": namespace, "fork_state": "absent",
+        "workspace": FORK,
+        "lake": "main",
+        "table": "main.never_built",
+        "namespace": namespace,
+        "fork_state": "absent",
         "fork_owner": "none",
     }
     described = {e.asset_key: e.description for e in result.asset_observations_for_node("observe_fork_state")}
@@ -205,7 +214,13 @@ def test_sensor_runs_by_default_only_in_a_fork():
 def _track(workspace: str, table: str, snapshot: int, status: str = "materialized", partition: str | None = None):
     schema, name = table.split(".")
     record_materialization(
-        workspace, "main", schema, name, status=status, snapshot_id=snapshot, columns=[("id", "BIGINT")],
+        workspace,
+        "main",
+        schema,
+        name,
+        status=status,
+        snapshot_id=snapshot,
+        columns=[("id", "BIGINT")],
         partition=partition,
     )
 
@@ -229,15 +244,15 @@ def test_batched_states_agree_with_the_per_table_walk_over_a_chain():
         batched = lake_table_states(workspace, "main", config)
         view = workspace_lake_view(workspace, "main", config)
         for name in [TableName("s", t) for t in "abcdeg"] + [TableName("p", "f")]:
-            assert batched.of(name).state == state_in_chain(view.chain_ids, view.tracking, name, fork_mode=view.fork_mode)
+            assert batched.of(name).state == state_in_chain(
+                view.chain_ids, view.tracking, name, fork_mode=view.fork_mode
+            )
     states = lake_table_states("wm-fork-chain", "main", config)
     assert states.of(TableName("s", "b")).snapshot_id == 30
     assert states.of(TableName("s", "c")).snapshot_id == 50
     assert states.of(TableName("s", "d")).snapshot_id is None
     assert states.of(TableName("p", "f")).snapshot_id == 11
-    assert states.counts([TableName("s", t) for t in "abcde"]) == {
-        "absent": 2, "deferred": 2, "fork_materialized": 1
-    }
+    assert states.counts([TableName("s", t) for t in "abcde"]) == {"absent": 2, "deferred": 2, "fork_materialized": 1}
 
 
 def _incarnation(workspace_id: str) -> str:

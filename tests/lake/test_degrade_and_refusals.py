@@ -47,14 +47,23 @@ def state_table(name: str):
 
 def test_quoted_names_reach_steady_state(lake_env):
     run_sql(
-        lake_env, "prod",
-        ['CREATE SCHEMA IF NOT EXISTS lake_main."Mart"',
-         'CREATE TABLE lake_main."Mart"."Order-Items" AS SELECT 1 AS id, true AS is_current'],
+        lake_env,
+        "prod",
+        [
+            'CREATE SCHEMA IF NOT EXISTS lake_main."Mart"',
+            'CREATE TABLE lake_main."Mart"."Order-Items" AS SELECT 1 AS id, true AS is_current',
+        ],
         targets=["Mart.Order-Items"],
     )
     record_materialization(
-        "prod", "main", "Mart", "Order-Items", status="materialized", snapshot_id=None,
-        columns=[("id", "INTEGER"), ("is_current", "BOOLEAN")], config=lake_env.config,
+        "prod",
+        "main",
+        "Mart",
+        "Order-Items",
+        status="materialized",
+        snapshot_id=None,
+        columns=[("id", "INTEGER"), ("is_current", "BOOLEAN")],
+        config=lake_env.config,
     )
     Workspaces(lake_env.config).create_fork(FORK, "prod", owner="alice")
     first = resolve(FORK, config=lake_env.config)
@@ -75,7 +84,9 @@ def test_metadata_path_in_fork_settings_is_stripped(embedded_lake):
     materialize(env, "prod", "orders", "SELECT 1 AS id")
     Workspaces(env.config).create_fork(FORK, "prod", owner="alice")
     parent_catalog = resolve("prod", config=env.config).catalog.target
-    hostile = env.lake.model_copy(update={"attach_args": {"DATA_INLINING_ROW_LIMIT": 0, "metadata_path": parent_catalog}})
+    hostile = env.lake.model_copy(
+        update={"attach_args": {"DATA_INLINING_ROW_LIMIT": 0, "metadata_path": parent_catalog}}
+    )
     set_lake_settings(env, FORK, hostile)
     assert "METADATA_PATH" not in resolve(FORK, config=env.config).target.render().upper()
     before = fingerprint(env)

@@ -123,15 +123,18 @@ def test_keys_come_from_dbt_unique_tests():
             "model.p.orders": {"resource_type": "model", "schema": "marts", "name": "orders", "alias": "orders"},
             "model.p.rev": {"resource_type": "model", "schema": "marts", "name": "rev", "alias": None},
             "test.p.u1": {
-                "resource_type": "test", "attached_node": "model.p.orders",
+                "resource_type": "test",
+                "attached_node": "model.p.orders",
                 "test_metadata": {"name": "unique", "kwargs": {"column_name": "order_id"}},
             },
             "test.p.nn": {
-                "resource_type": "test", "attached_node": "model.p.orders",
+                "resource_type": "test",
+                "attached_node": "model.p.orders",
                 "test_metadata": {"name": "not_null", "kwargs": {"column_name": "amount"}},
             },
             "test.p.u2": {
-                "resource_type": "test", "attached_node": "model.p.rev",
+                "resource_type": "test",
+                "attached_node": "model.p.rev",
                 "test_metadata": {"name": "unique", "kwargs": {"column_name": "a || '|' || b"}},
             },
         }

@@ -77,7 +77,13 @@ def test_failed_first_fork_run_does_not_wedge_the_table(embedded_lake, service):
     from dpone_dagster.lake.state.tracking import record_materialization
 
     record_materialization(
-        "wm-fork-a", "main", "main", "orders", status="failed", snapshot_id=None, columns=[],
+        "wm-fork-a",
+        "main",
+        "main",
+        "orders",
+        status="failed",
+        snapshot_id=None,
+        columns=[],
         config=embedded_lake.config,
     )
     assert fork_state("wm-fork-a", "main", "main", "orders", embedded_lake.config).state == "absent"
@@ -125,7 +131,9 @@ def test_nearest_owner_change_repoints_a_live_view(embedded_lake, service):
 
 def test_scd2_owner_gets_a_current_companion(embedded_lake, service):
     materialize(
-        embedded_lake, "prod", "customers_history",
+        embedded_lake,
+        "prod",
+        "customers_history",
         "SELECT range AS id, range % 2 = 0 AS is_current FROM range(6)",
     )
     service.create_fork("wm-fork-a", "prod", owner="alice")
@@ -222,7 +230,9 @@ def test_unreachable_ancestor_only_loses_its_own_defer(embedded_lake, service):
 
 
 def test_sqlite_and_mysql_catalogs_are_refused_in_forks_but_may_be_shared(embedded_lake, tmp_path):
-    lake = embedded_lake.lake.model_copy(update={"catalog": f"sqlite:{tmp_path}/cat.sqlite", "storage": None, "data_path": str(tmp_path / "data") + "/"})
+    lake = embedded_lake.lake.model_copy(
+        update={"catalog": f"sqlite:{tmp_path}/cat.sqlite", "storage": None, "data_path": str(tmp_path / "data") + "/"}
+    )
     config = embedded_lake.config.model_copy(update={"lakes": (lake,)})
     service = Workspaces(config)
     service.create_fork("wm-fork-a", "prod", owner="alice")

@@ -113,8 +113,13 @@ ATTACH_TAILS = [  # what an attacker does with the writable parent (the first th
 ]
 # the ancestor alias holds the parent's catalog file READ_ONLY: DuckDB refuses a second attach of
 # the same file, so most heads DETACH it first (as a real attacker would)
-ATTACH_HEADS = [f"DETACH {ANC}; ", f"SELECT 1;\ndetach database if exists {ANC.upper()};\n",
-                f'/* x */ DETACH "{ANC}"; ', "", "-- x\n"]
+ATTACH_HEADS = [
+    f"DETACH {ANC}; ",
+    f"SELECT 1;\ndetach database if exists {ANC.upper()};\n",
+    f'/* x */ DETACH "{ANC}"; ',
+    "",
+    "-- x\n",
+]
 
 
 attach_parts = st.tuples(
@@ -279,15 +284,17 @@ def _step(env, parent, step, counter: int, seen: dict[str, int]) -> None:
     seen[kind] = seen.get(kind, 0) + 1
 
 
-
-
 @pytest.mark.slow
 def test_attacks_from_a_fork_never_change_the_parent_embedded(embedded_lake, monkeypatch):
     env = embedded_lake
     # prod: many small files, a deletion and expired snapshots (so every maintenance call has work)
     managed_materialize(env, "prod", "events", "SELECT range AS id FROM range(5000)")
-    run_sql(env, "prod", [f"INSERT INTO lake_main.main.events SELECT range FROM range({i}, {i + 5000})" for i in (5000, 10000, 15000)]
-            + ["DELETE FROM lake_main.main.events WHERE id = 7"])
+    run_sql(
+        env,
+        "prod",
+        [f"INSERT INTO lake_main.main.events SELECT range FROM range({i}, {i + 5000})" for i in (5000, 10000, 15000)]
+        + ["DELETE FROM lake_main.main.events WHERE id = 7"],
+    )
     managed_materialize(env, "prod", "orders", "SELECT 1 AS id")
     managed_materialize(env, "prod", "orders", "SELECT range AS id FROM range(25)")
     run_sql(env, "prod", "CALL ducklake_expire_snapshots('lake_main', older_than => now())")
@@ -305,10 +312,16 @@ def test_attacks_from_a_fork_never_change_the_parent_embedded(embedded_lake, mon
         suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     )
     @given(ops=operations)
-    @example(ops=[("maint", "resource", f"CALL ducklake_cleanup_old_files('{ANC}', cleanup_all => true)"),
-                  ("attach", "cli", (ATTACH_HEADS[0], "ATTACH", ("$$", "$$"), ("'", "'"), True, ATTACH_TAILS[0])),
-                  ("attach", "resource", (ATTACH_HEADS[2], "attach", ("E'", "'"), ("$x$", "$x$"), False, ATTACH_TAILS[1])),
-                  ("dagster", "prod", None), ("dagster", None, RUN_CONFIGS[1]), ("write", "resource")])
+    @example(
+        ops=[
+            ("maint", "resource", f"CALL ducklake_cleanup_old_files('{ANC}', cleanup_all => true)"),
+            ("attach", "cli", (ATTACH_HEADS[0], "ATTACH", ("$$", "$$"), ("'", "'"), True, ATTACH_TAILS[0])),
+            ("attach", "resource", (ATTACH_HEADS[2], "attach", ("E'", "'"), ("$x$", "$x$"), False, ATTACH_TAILS[1])),
+            ("dagster", "prod", None),
+            ("dagster", None, RUN_CONFIGS[1]),
+            ("write", "resource"),
+        ]
+    )
     def prop(ops):
         before = _parent_state(env)
         for counter, step in enumerate(ops):

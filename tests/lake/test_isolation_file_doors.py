@@ -55,7 +55,9 @@ def catalog_rows(env: LakeEnv, postgres=None) -> tuple:
             tables = [r[0] for r in conn.execute(
                 "SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename LIKE 'ducklake%%' ORDER BY 1"
             )]  # fmt: skip
-            return tuple((t, tuple(sorted(map(repr, conn.execute(f'SELECT * FROM public."{t}"').fetchall())))) for t in tables)
+            return tuple(
+                (t, tuple(sorted(map(repr, conn.execute(f'SELECT * FROM public."{t}"').fetchall())))) for t in tables
+            )
     catalog = Path(parent.catalog.target)
     conn = duckdb.connect(str(catalog), read_only=True)
     try:
@@ -123,7 +125,9 @@ def _refused_then_real(env, s3, resolved, sql: str | list[str], code: str, *, re
 def test_1_copy_over_a_parent_data_file(forked):
     env, s3, resolved = forked
     target = _parent_file(env)
-    before, after = _refused_then_real(env, s3, resolved, f"COPY (SELECT 42 AS id) TO '{target}' (FORMAT parquet)", WRITE)
+    before, after = _refused_then_real(
+        env, s3, resolved, f"COPY (SELECT 42 AS id) TO '{target}' (FORMAT parquet)", WRITE
+    )
     assert dict(after[0])[target] != dict(before[0])[target], "unguarded, the COPY no longer overwrites"
 
 

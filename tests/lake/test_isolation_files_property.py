@@ -203,7 +203,9 @@ def _iam_state(postgres_server, database: str, s3, prefix: str):
 
 
 @pytest.mark.slow
-def test_file_doors_never_change_the_parent_postgres_iam_s3(ro_lake, postgres_server, pg_database, auth_s3, monkeypatch, tmp_path):
+def test_file_doors_never_change_the_parent_postgres_iam_s3(
+    ro_lake, postgres_server, pg_database, auth_s3, monkeypatch, tmp_path
+):
     env = ro_lake
     _build_parent(env)
     config_file = tmp_path / "dpone.yaml"

@@ -49,7 +49,9 @@ def write_as(env, ports: LakePorts, table: str, select_sql: str) -> None:
 
 def fork_tables(env) -> set[str]:
     rows = run_sql(
-        env, FORK, [],
+        env,
+        FORK,
+        [],
         fetch="SELECT table_name FROM information_schema.tables WHERE table_catalog = 'lake_main'",
     )
     return {r[0] for r in rows}
@@ -71,9 +73,9 @@ def test_a_recreated_fork_id_never_reattaches_or_orphans_the_old_incarnation(lak
     assert first and second and first != second
 
     write_as(lake_env, process_a, "late_rows", "SELECT 2 AS id")  # within A's cache TTL
-    assert {r.metadata_schema for r in _ledger(lake_env)} == {
-        resolve(FORK, config=lake_env.config).namespace
-    }, "the new incarnation is registered under its own name"
+    assert {r.metadata_schema for r in _ledger(lake_env)} == {resolve(FORK, config=lake_env.config).namespace}, (
+        "the new incarnation is registered under its own name"
+    )
 
     assert process_b.drop(FORK, actor="alice").cleanup.complete
     assert fork_places(lake_env, FORK) == ([], []), "no namespace or file of any incarnation is left"
@@ -149,7 +151,9 @@ def records_of(env) -> list[NamespaceRecord]:
 
 def _ledger(env):
     with open_store(env.config.control_store).connect() as conn:
-        return [NamespaceRecord.from_row(r) for r in conn.execute(sa.select(ledger).where(ledger.c.workspace_id == FORK))]
+        return [
+            NamespaceRecord.from_row(r) for r in conn.execute(sa.select(ledger).where(ledger.c.workspace_id == FORK))
+        ]
 
 
 def test_a_late_writer_on_postgres_s3_is_fenced_and_what_it_uploads_is_found_by_the_next_cleanup(pg_s3_lake):
@@ -212,8 +216,14 @@ def _fork_role_sessions(env):
     from dpone_dagster.control.role_tables import lake_catalog_role as roles_table
 
     with open_store(env.config.control_store).connect() as conn:
-        names = [r[0] for r in conn.execute(sa.select(roles_table.c.role_name).where(
-            roles_table.c.workspace_id == FORK, roles_table.c.kind.in_(["writer", "reader"])))]
+        names = [
+            r[0]
+            for r in conn.execute(
+                sa.select(roles_table.c.role_name).where(
+                    roles_table.c.workspace_id == FORK, roles_table.c.kind.in_(["writer", "reader"])
+                )
+            )
+        ]
     target = resolve("prod", config=env.config).catalog.target
     with psycopg.connect(target) as pg:
         oids = [r[0] for r in pg.execute("SELECT oid FROM pg_roles WHERE rolname = ANY(%s)", (names,))]

@@ -74,7 +74,9 @@ def test_maintain_deletes_prod_garbage_but_never_a_fork_file(lake_env):
 
     dry = maintain(config=lake_env.config, clock=later, pins=no_pins, dry_run=True)
     assert dry.expired_snapshots and orphan in dry.orphaned_files
-    assert (snapshot_ids(lake_env), prod_files(lake_env)) == (snapshots_before, prod_before), "a dry run changes nothing"
+    assert (snapshot_ids(lake_env), prod_files(lake_env)) == (snapshots_before, prod_before), (
+        "a dry run changes nothing"
+    )
 
     report = maintain(config=lake_env.config, clock=later, pins=no_pins)
 
@@ -216,7 +218,9 @@ def test_cli_dry_run_json(embedded_lake):
 
     materialize(embedded_lake, "prod", "orders", "SELECT 1 AS id")
     materialize(embedded_lake, "prod", "orders", "SELECT 2 AS id")
-    result = CliRunner().invoke(app, ["maintain", "main", "--dry-run", "--json", "--retention", "1s", "--file-grace", "1s"])
+    result = CliRunner().invoke(
+        app, ["maintain", "main", "--dry-run", "--json", "--retention", "1s", "--file-grace", "1s"]
+    )
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     assert report["dry_run"] is True and report["lake"] == "main" and report["current_snapshot"] >= 2

@@ -27,7 +27,13 @@ IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 GOLDEN = [
     # (workspace, lake, metadata schema, ancestor alias, segment)
     ("wm-fork-a", "main", "wm_fork_wm_fork_a_main_f1b8117f", "__wm_dl_main_wm_fork_a_ed39c47a", "wm_fork_a_4c6aabab"),
-    ("wm-fork-a/b", "main", "wm_fork_wm_fork_a_b_main_9e04ca6d", "__wm_dl_main_wm_fork_a_b_04c1bde7", "wm_fork_a_b_ef499825"),
+    (
+        "wm-fork-a/b",
+        "main",
+        "wm_fork_wm_fork_a_b_main_9e04ca6d",
+        "__wm_dl_main_wm_fork_a_b_04c1bde7",
+        "wm_fork_a_b_ef499825",
+    ),
     ("a-b", "main", "wm_fork_a_b_main_36cc0407", "__wm_dl_main_a_b_27f4c0a9", "a_b_d44362d6"),
     ("a_b", "main", "wm_fork_a_b_main_37384ba7", "__wm_dl_main_a_b_ddb66842", "a_b_648fa9b3"),
     (
@@ -119,9 +125,9 @@ def test_roots_cannot_be_forked():
         fork_data_path("wm-fork-a", "s3://bucket/")
 
 
-workspace_ids = st.text(
-    alphabet=st.sampled_from("abcXYZ019-_./"), min_size=1, max_size=90
-).filter(is_valid_workspace_id)
+workspace_ids = st.text(alphabet=st.sampled_from("abcXYZ019-_./"), min_size=1, max_size=90).filter(
+    is_valid_workspace_id
+)
 lakes = st.from_regex(r"[a-z][a-z0-9_]{0,40}", fullmatch=True)
 data_paths = st.one_of(
     st.from_regex(r"s3://[a-z][a-z0-9-]{2,20}(/[a-z0-9_]{1,10}){1,3}/?", fullmatch=True),

@@ -39,15 +39,22 @@ def build_partition(env, workspace: str, day: str, *, base: int, fork: bool, sta
     with attached(env, workspace, targets=[str(physical)]) as conn:
         conn.execute(f"CREATE SCHEMA IF NOT EXISTS lake_main.{TABLE.schema}")
         conn.execute(
-            f"CREATE TABLE IF NOT EXISTS lake_main.{physical.schema}.{physical.table} AS "
-            f"{_rows_sql(day, base)} LIMIT 0"
+            f"CREATE TABLE IF NOT EXISTS lake_main.{physical.schema}.{physical.table} AS {_rows_sql(day, base)} LIMIT 0"
         )
         conn.execute(f"DELETE FROM lake_main.{physical.schema}.{physical.table} WHERE {COLUMN} = DATE '{day}'")
         conn.execute(f"INSERT INTO lake_main.{physical.schema}.{physical.table} {_rows_sql(day, base)}")
         snapshot = conn.execute("SELECT max(snapshot_id) FROM lake_main.snapshots()").fetchone()[0]
     record_materialization(
-        workspace, "main", TABLE.schema, TABLE.table, status=status, snapshot_id=snapshot,
-        columns=[(COLUMN, "DATE"), ("amount", "BIGINT")], partition=day, partition_by=COLUMN, config=env.config,
+        workspace,
+        "main",
+        TABLE.schema,
+        TABLE.table,
+        status=status,
+        snapshot_id=snapshot,
+        columns=[(COLUMN, "DATE"), ("amount", "BIGINT")],
+        partition=day,
+        partition_by=COLUMN,
+        config=env.config,
     )
 
 
@@ -67,19 +74,30 @@ def test_the_fork_reads_its_partition_and_the_parents_others_exactly(lake_env):
     order = f"ORDER BY {COLUMN}, amount"
     seen = run_sql(env, FORK, [], fetch=f"SELECT {COLUMN}::VARCHAR, amount FROM lake_main.marts.daily {order}")
     kind = run_sql(
-        env, FORK, [],
+        env,
+        FORK,
+        [],
         fetch="SELECT table_type FROM information_schema.tables WHERE table_catalog = 'lake_main' "
         "AND table_schema = 'marts' AND table_name = 'daily'",
     )
     parent_rows = run_sql(
-        env, "prod", [],
+        env,
+        "prod",
+        [],
         fetch=f"SELECT {COLUMN}::VARCHAR, amount FROM lake_main.marts.daily WHERE {COLUMN} IS DISTINCT FROM DATE '{DAYS[1]}' {order}",
     )
-    fork_rows = run_sql(env, FORK, [], fetch=f"SELECT {COLUMN}::VARCHAR, amount FROM lake_main.marts.daily__fork {order}")
+    fork_rows = run_sql(
+        env, FORK, [], fetch=f"SELECT {COLUMN}::VARCHAR, amount FROM lake_main.marts.daily__fork {order}"
+    )
 
     assert kind == [("VIEW",)]
     assert sorted(seen, key=str) == sorted(parent_rows + fork_rows, key=str)
-    assert len(seen) == 10 and (None, 7) in seen and {d for d, _ in fork_rows} == {DAYS[1]} and all(a >= 1000 for _, a in fork_rows)
+    assert (
+        len(seen) == 10
+        and (None, 7) in seen
+        and {d for d, _ in fork_rows} == {DAYS[1]}
+        and all(a >= 1000 for _, a in fork_rows)
+    )
     assert {d for d, _ in parent_rows} == {DAYS[0], DAYS[2], None} and all(a < 1000 for _, a in parent_rows)
     assert fingerprint(env, "prod") == prod_before
 
@@ -111,11 +129,22 @@ def test_a_failed_partition_reads_the_parent_and_an_empty_one_hides_it(embedded_
     with attached(env, FORK, targets=["marts.daily__fork"]) as conn:  # the fork's day 2 built empty
         conn.execute(f"DELETE FROM lake_main.marts.daily__fork WHERE {COLUMN} = DATE '{DAYS[1]}'")
     record_materialization(
-        FORK, "main", "marts", "daily", status="materialized", snapshot_id=None, columns=[],
-        partition=DAYS[1], partition_by=COLUMN, config=env.config,
+        FORK,
+        "main",
+        "marts",
+        "daily",
+        status="materialized",
+        snapshot_id=None,
+        columns=[],
+        partition=DAYS[1],
+        partition_by=COLUMN,
+        config=env.config,
     )
     seen = run_sql(
-        env, FORK, [], fetch=f"SELECT {COLUMN}::VARCHAR, count(*), min(amount), max(amount) FROM lake_main.marts.daily GROUP BY 1 ORDER BY 1"
+        env,
+        FORK,
+        [],
+        fetch=f"SELECT {COLUMN}::VARCHAR, count(*), min(amount), max(amount) FROM lake_main.marts.daily GROUP BY 1 ORDER BY 1",
     )
     assert seen == [(DAYS[0], 3, 1000, 1002), (DAYS[2], 3, 0, 2)]  # day 3's failed fork rows stay hidden
     assert workspace_status(FORK, env.config).lakes[0].tables[0].partitions == [DAYS[0], DAYS[1]]

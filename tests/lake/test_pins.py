@@ -68,7 +68,9 @@ def test_fork_materialize_records_what_it_built_from(lake_env, service):
 def _expire_older_than(env, snapshot: int) -> None:
     """DuckLake's own maintenance on the parent: expire every snapshot older than `snapshot`, then
     delete the files no remaining snapshot reads."""
-    older = [r[0] for r in rows(env, "prod", f"SELECT snapshot_id FROM lake_main.snapshots() WHERE snapshot_id < {snapshot}")]
+    older = [
+        r[0] for r in rows(env, "prod", f"SELECT snapshot_id FROM lake_main.snapshots() WHERE snapshot_id < {snapshot}")
+    ]
     run_sql(
         env,
         "prod",
@@ -103,7 +105,9 @@ def test_pin_survives_parent_expiring_older_snapshots_but_not_its_own(lake_env, 
     finally:
         conn.close()
     assert any("ancestor 'prod'" in w and "could not be attached" in w for w in warnings), warnings
-    assert "__wm_dl_main_prod" in str(gone.value) and "does not exist" in str(gone.value)  # the view outlives its ancestor
+    assert "__wm_dl_main_prod" in str(gone.value) and "does not exist" in str(
+        gone.value
+    )  # the view outlives its ancestor
 
 
 def _mark_dropping(env, workspace_id: str) -> None:

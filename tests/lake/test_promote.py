@@ -73,11 +73,14 @@ def test_promotion_refusals_atomicity_publication_and_a_later_fork_drop(forked):
     assert fork_state("prod", "main", "main", "summary", env.config).state == "own"
     rows = promotions(env.config, "prod")
     assert {(r["table_name"], r["fork_id"], r["diff_id"]) for r in rows} == {
-        ("orders", FORK, diff_id), ("summary", FORK, diff_id)
+        ("orders", FORK, diff_id),
+        ("summary", FORK, diff_id),
     }
     assert all(r["snapshot_id"] == result.snapshot_id and r["fork_snapshot_id"] for r in rows)
     files = run_sql(
-        env, "prod", [],
+        env,
+        "prod",
+        [],
         fetch="SELECT data_file FROM ducklake_list_files('lake_main', 'orders', schema => 'main')",
     )
     prefix = fork_prefix(env, FORK)
@@ -196,7 +199,9 @@ def test_the_parent_deployment_job_promotes_and_a_fork_deployment_job_is_refused
     diff_id = orders.metadata["diff_id"].value
     run_config = {"ops": {"promote_fork_tables_op": {"config": {"fork": FORK, "tables": [clv], "diff_id": diff_id}}}}
     instance = DagsterInstance.ephemeral()
-    refused = build_promote_fork_job().execute_in_process(run_config=run_config, instance=instance, raise_on_error=False)
+    refused = build_promote_fork_job().execute_in_process(
+        run_config=run_config, instance=instance, raise_on_error=False
+    )
     assert not refused.success and "fork.promotion_not_parent" in run_error_text(refused)
 
     monkeypatch.delenv("DPONE_WORKSPACE")  # prod's deployment
@@ -205,7 +210,9 @@ def test_the_parent_deployment_job_promotes_and_a_fork_deployment_job_is_refused
     [materialization] = done.asset_materializations_for_node("promote_fork_tables_op")
     assert materialization.asset_key == keys[0]
     assert materialization.metadata["diff_id"].value == diff_id
-    assert run_sql(env, "prod", [], fetch=f"SELECT * FROM lake_main.{clv} ORDER BY 1") == [(i, i * 11) for i in range(6)]
+    assert run_sql(env, "prod", [], fetch=f"SELECT * FROM lake_main.{clv} ORDER BY 1") == [
+        (i, i * 11) for i in range(6)
+    ]
 
 
 def test_promotion_into_a_parent_that_is_itself_a_fork(embedded_lake):

@@ -41,7 +41,9 @@ def no_pins(engine, owner, lake):
 
 
 def table_files(env, workspace: str, table: str = "orders") -> list[str]:
-    rows = run_sql(env, workspace, [], fetch=f"SELECT data_file FROM ducklake_list_files('lake_main', '{table}', schema => 'main')")
+    rows = run_sql(
+        env, workspace, [], fetch=f"SELECT data_file FROM ducklake_list_files('lake_main', '{table}', schema => 'main')"
+    )
     return sorted(f for (f,) in rows)
 
 
@@ -188,10 +190,15 @@ def test_a_partitioned_table_is_copied(embedded_lake):
     materialize(env, "prod", "orders", "SELECT range AS id, range * 10 AS amount FROM range(5)")
     Workspaces(env.config).create_fork(FORK, "prod", owner="alice")
     materialize(env, FORK, "orders", "SELECT range AS id, range * 11 AS amount FROM range(3)")
-    run_sql(env, FORK, [
-        "ALTER TABLE lake_main.main.orders SET PARTITIONED BY (id)",
-        "INSERT INTO lake_main.main.orders SELECT range, range * 11 FROM range(3, 6)",
-    ], targets=["orders"])
+    run_sql(
+        env,
+        FORK,
+        [
+            "ALTER TABLE lake_main.main.orders SET PARTITIONED BY (id)",
+            "INSERT INTO lake_main.main.orders SELECT range, range * 11 FROM range(3, 6)",
+        ],
+        targets=["orders"],
+    )
     table = promoted(env)
     assert (table.method, table.copy_reason, table.rows) == ("copied", "a partitioned table", 6)
 
@@ -253,7 +260,9 @@ def plain_lake(tmp_path):
     from dpone_dagster.lake.duck import connect
 
     conn = connect()
-    conn.execute(f"ATTACH 'ducklake:{tmp_path}/f.ducklake' AS f (DATA_PATH '{tmp_path}/data/', DATA_INLINING_ROW_LIMIT 10)")
+    conn.execute(
+        f"ATTACH 'ducklake:{tmp_path}/f.ducklake' AS f (DATA_PATH '{tmp_path}/data/', DATA_INLINING_ROW_LIMIT 10)"
+    )
     yield conn
     conn.close()
 
@@ -271,9 +280,18 @@ def plan_of(conn, table: str):
         (["CREATE TABLE f.t AS SELECT range AS id FROM range(100)"], None),
         (["CREATE TABLE f.t AS SELECT range AS id FROM range(100)", "INSERT INTO f.t VALUES (1)"], "inlined rows"),
         (["CREATE TABLE f.t AS SELECT range AS id FROM range(100)", "DELETE FROM f.t WHERE id = 3"], "inlined rows"),
-        (["CREATE TABLE f.t AS SELECT range AS id FROM range(100)", "INSERT INTO f.t VALUES (1000)",
-          "DELETE FROM f.t WHERE id = 3"], "inlined rows"),  # as many rows as the file holds, not its rows
-        (["CREATE TABLE f.t AS SELECT range AS id FROM range(100)", "ALTER TABLE f.t ADD COLUMN x INT"], "columns changed"),
+        (
+            [
+                "CREATE TABLE f.t AS SELECT range AS id FROM range(100)",
+                "INSERT INTO f.t VALUES (1000)",
+                "DELETE FROM f.t WHERE id = 3",
+            ],
+            "inlined rows",
+        ),  # as many rows as the file holds, not its rows
+        (
+            ["CREATE TABLE f.t AS SELECT range AS id FROM range(100)", "ALTER TABLE f.t ADD COLUMN x INT"],
+            "columns changed",
+        ),
         (["CREATE TABLE f.t (id BIGINT)"], "empty table"),
         (["CREATE TABLE f.s AS SELECT range AS id FROM range(100)", "CREATE VIEW f.t AS SELECT * FROM f.s"], "a view"),
     ],

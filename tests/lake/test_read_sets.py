@@ -30,8 +30,14 @@ def _parent_owning_many(env) -> None:
     for name in PARENT_TABLES:
         schema, table = name.split(".")
         record_materialization(
-            "prod", "main", schema, table, status="materialized", snapshot_id=snapshot,
-            columns=[("id", "BIGINT")], config=env.config,
+            "prod",
+            "main",
+            schema,
+            table,
+            status="materialized",
+            snapshot_id=snapshot,
+            columns=[("id", "BIGINT")],
+            config=env.config,
         )
 
 
@@ -65,9 +71,11 @@ def test_a_fork_job_defers_exactly_what_it_reads_then_more_on_need(lake_env):
     parent_before = fingerprint(lake_env)
 
     # a job writing one model over its 3 upstream tables, on a parent owning 23
-    build = ["CREATE SCHEMA IF NOT EXISTS lake_main.mart",
-             "CREATE OR REPLACE TABLE lake_main.mart.m AS SELECT * FROM lake_main.up.u1 "
-             "UNION ALL SELECT * FROM lake_main.up.u2 UNION ALL SELECT * FROM lake_main.up.u3"]
+    build = [
+        "CREATE SCHEMA IF NOT EXISTS lake_main.mart",
+        "CREATE OR REPLACE TABLE lake_main.mart.m AS SELECT * FROM lake_main.up.u1 "
+        "UNION ALL SELECT * FROM lake_main.up.u2 UNION ALL SELECT * FROM lake_main.up.u3",
+    ]
     first = resolve(FORK, "main", config=lake_env.config, targets=["mart.m"], reads=UPSTREAM)
     assert len(_view_statements(first)) == len(UPSTREAM)
     _, live = _job(lake_env, FORK, targets=["mart.m"], reads=UPSTREAM, sql=build)

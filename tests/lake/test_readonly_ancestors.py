@@ -149,9 +149,7 @@ def ro_lake(postgres_server, pg_database, auth_s3, monkeypatch, _isolated_state)
         ),
         attach_args={"DATA_INLINING_ROW_LIMIT": 0},
     )
-    config = load_config().model_copy(
-        update={"lakes": (lake,), "control_store_url": postgres_server.url(pg_database)}
-    )
+    config = load_config().model_copy(update={"lakes": (lake,), "control_store_url": postgres_server.url(pg_database)})
     return LakeEnv("pg_s3_auth", config, lambda p: [], s3_bucket=auth_s3.bucket)
 
 
@@ -159,25 +157,33 @@ def _catalog_rows(postgres_server, database: str, schema: str = "public") -> dic
     import psycopg
 
     with psycopg.connect(postgres_server.dsn(database), autocommit=True) as conn:
-        tables = [r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = %s AND tablename LIKE 'ducklake%%'", (schema,))]
+        tables = [
+            r[0]
+            for r in conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = %s AND tablename LIKE 'ducklake%%'", (schema,)
+            )
+        ]
         return {
-            t: sorted(map(repr, conn.execute(f'SELECT * FROM "{schema}"."{t}"').fetchall()))
-            for t in sorted(tables)
+            t: sorted(map(repr, conn.execute(f'SELECT * FROM "{schema}"."{t}"').fetchall())) for t in sorted(tables)
         }
 
 
 def _build_parent(env: LakeEnv) -> None:
     """Small files (merge), a delete file (rewrite), files scheduled for deletion (cleanup)."""
     materialize(env, "prod", "main.orders", "SELECT range AS id FROM range(10)")
-    run_sql(env, "prod", [
-        "INSERT INTO lake_main.main.orders SELECT range + 10 FROM range(10)",
-        "INSERT INTO lake_main.main.orders SELECT range + 20 FROM range(10)",
-        "CREATE TABLE lake_main.main.returns AS SELECT range AS id FROM range(30)",
-        "DELETE FROM lake_main.main.returns WHERE id % 3 = 0",
-        "CREATE TABLE lake_main.main.scratch AS SELECT range AS id FROM range(5)",
-        "DROP TABLE lake_main.main.scratch",
-        "CALL ducklake_expire_snapshots('lake_main', older_than => now())",
-    ])
+    run_sql(
+        env,
+        "prod",
+        [
+            "INSERT INTO lake_main.main.orders SELECT range + 10 FROM range(10)",
+            "INSERT INTO lake_main.main.orders SELECT range + 20 FROM range(10)",
+            "CREATE TABLE lake_main.main.returns AS SELECT range AS id FROM range(30)",
+            "DELETE FROM lake_main.main.returns WHERE id % 3 = 0",
+            "CREATE TABLE lake_main.main.scratch AS SELECT range AS id FROM range(5)",
+            "DROP TABLE lake_main.main.scratch",
+            "CALL ducklake_expire_snapshots('lake_main', older_than => now())",
+        ],
+    )
 
 
 def _maintenance(alias: str) -> list[str]:
@@ -249,13 +255,16 @@ def test_fork_cannot_write_parent_catalog_or_objects(ro_lake, postgres_server, p
         for role in (roles.reader, roles.writer):
             password = read_password(ro_lake.config.control_store, role)
             conn.execute(f"ATTACH '{base} user={role} password={password}' AS pg_{role} (TYPE postgres)")
-            outcomes[role] = _refusals(conn, [
-                f"INSERT INTO pg_{role}.public.ducklake_snapshot VALUES (999, now(), 1, 1, 1)",
-                f"DELETE FROM pg_{role}.public.ducklake_data_file",
-                f"UPDATE pg_{role}.public.ducklake_metadata SET value = 'x'",
-                # the control store shares this schema here: role passwords stay unreadable
-                f"SELECT * FROM pg_{role}.public.lake_catalog_role",
-            ])
+            outcomes[role] = _refusals(
+                conn,
+                [
+                    f"INSERT INTO pg_{role}.public.ducklake_snapshot VALUES (999, now(), 1, 1, 1)",
+                    f"DELETE FROM pg_{role}.public.ducklake_data_file",
+                    f"UPDATE pg_{role}.public.ducklake_metadata SET value = 'x'",
+                    # the control store shares this schema here: role passwords stay unreadable
+                    f"SELECT * FROM pg_{role}.public.lake_catalog_role",
+                ],
+            )
 
     assert _parent_state(postgres_server, pg_database, auth_s3, prefix) == before
     for kind, results in outcomes.items():

@@ -32,7 +32,9 @@ TARGET = "mart.m"
 def _track(env, names: list[str]) -> None:
     """prod owns `names`: one tracking row and one captured schema each, written in bulk."""
     now = datetime.now(UTC).isoformat()
-    rows = [dict(workspace_id="prod", lake="main", schema_name=n.split(".")[0], table_name=n.split(".")[1]) for n in names]
+    rows = [
+        dict(workspace_id="prod", lake="main", schema_name=n.split(".")[0], table_name=n.split(".")[1]) for n in names
+    ]
     with open_store(env.config.control_store).begin() as conn:
         conn.execute(
             materialized_partition.insert(),

@@ -19,8 +19,14 @@ def _track(env, workspace, count):
     """Track tables without writing them: resolution never opens a table, only the catalog."""
     for i in range(count):
         record_materialization(
-            workspace, "main", "main", f"t{i:03d}", status="materialized", snapshot_id=1,
-            columns=[("id", "BIGINT")], config=env.config,
+            workspace,
+            "main",
+            "main",
+            f"t{i:03d}",
+            status="materialized",
+            snapshot_id=1,
+            columns=[("id", "BIGINT")],
+            config=env.config,
         )
 
 
@@ -35,7 +41,10 @@ def _cost(env, workspace):
     sa.event.listen(engine, "before_cursor_execute", listener)
     try:
         resolved = resolve_workspace_lake(
-            workspace, "main", env.config, (),
+            workspace,
+            "main",
+            env.config,
+            (),
             LakePorts(catalogs=CatalogAdapters(duckdb=catalog), registrations=CACHE),
         )
     finally:

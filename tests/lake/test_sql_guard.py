@@ -42,7 +42,7 @@ REFUSED = [
     # 2. maintenance on an ancestor: CALL / SELECT / INSERT…SELECT / macro / PREPARE / shorthand
     (f"CALL ducklake_merge_adjacent_files('{ANC}')", "lake.ancestor_maintenance"),
     (f"SELECT * FROM DuckLake_Merge_Adjacent_Files /* x */ (\n'{ANC}')", "lake.ancestor_maintenance"),
-    (f'SELECT * FROM "ducklake_rewrite_data_files"(\'{ANC}\')', "lake.ancestor_maintenance"),
+    (f"SELECT * FROM \"ducklake_rewrite_data_files\"('{ANC}')", "lake.ancestor_maintenance"),
     (f"INSERT INTO lake_main.main.t SELECT * FROM ducklake_rewrite_data_files('{ANC}')", "lake.ancestor_maintenance"),
     (f"CALL ducklake_cleanup_old_files('{ANC}', cleanup_all => true)", "lake.ancestor_maintenance"),
     (f"CALL ducklake_delete_orphaned_files('{ANC}', cleanup_all => true)", "lake.ancestor_maintenance"),
@@ -202,7 +202,8 @@ FORBIDDEN_TEMPLATES = [
     "CALL{s}ducklake_merge_adjacent_files{o}({o}{q:" + ANC + "}{o})",
     "SELECT{s}*{s}FROM{s}ducklake_rewrite_data_files{o}({o}{q:" + ANC + "}{o})",
     "INSERT{s}INTO{s}lake_main.main.t{s}SELECT{s}*{s}FROM{s}ducklake_cleanup_old_files{o}({o}{q:"
-    + ANC + "}{o},{o}cleanup_all{o}=>{o}true{o})",
+    + ANC
+    + "}{o},{o}cleanup_all{o}=>{o}true{o})",
     "CALL{s}" + ANC + "{o}.{o}merge_adjacent_files{o}({o})",
     "CALL{s}merge_adjacent_files{o}({o})",
     "CREATE{s}MACRO{s}m{o}({o}c{o}){s}AS{s}TABLE{s}FROM{s}ducklake_merge_adjacent_files{o}({o}c{o})",
@@ -277,11 +278,7 @@ def rendered(draw, template: str) -> str:
 
 @st.composite
 def scripts(draw):
-    picks = draw(
-        st.lists(
-            st.tuples(st.booleans(), st.integers(0, 10**6)), min_size=1, max_size=4
-        )
-    )
+    picks = draw(st.lists(st.tuples(st.booleans(), st.integers(0, 10**6)), min_size=1, max_size=4))
     statements, forbidden = [], False
     for is_forbidden, index in picks:
         pool = FORBIDDEN_TEMPLATES if is_forbidden else HARMLESS_TEMPLATES
@@ -306,7 +303,7 @@ def test_fuzz_never_lets_a_forbidden_statement_through_nor_refuses_harmless_sql(
 def test_tokens_are_cut_exactly_and_comments_never_hide_a_token():
     from dpone_dagster.lake.guard.lexer import tokens
 
-    sql = "SELECT/*c /* nested */ */$x$a;b$x$ -- q;\n,E'\\'' , \"a\"\"b\" ;"
+    sql = 'SELECT/*c /* nested */ */$x$a;b$x$ -- q;\n,E\'\\\'\' , "a""b" ;'
     assert [t.text for t in tokens(sql)] == ["SELECT", "$x$a;b$x$", ",", "E'\\''", ",", '"a""b"', ";"]
 
 

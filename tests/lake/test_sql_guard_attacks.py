@@ -215,4 +215,3 @@ def test_guarded_connection_checks_every_sql_entry_point(forked):
                 assert not isinstance(value, duckdb.DuckDBPyConnection), name
         assert conn.execute("SELECT 42").fetchone() == (42,)
         assert conn.execute("CALL ducklake_merge_adjacent_files('lake_main')") is conn
-

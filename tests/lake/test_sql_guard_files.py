@@ -37,7 +37,9 @@ def layout(tmp_path, monkeypatch):
     private_tmp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(private_tmp))
     monkeypatch.chdir(tmp_path)
-    files = FileRules.for_lake(f"{fork_data}/", [str(fork_catalog), str(lakes / "main.ducklake")], str(lakes / "storage"))
+    files = FileRules.for_lake(
+        f"{fork_data}/", [str(fork_catalog), str(lakes / "main.ducklake")], str(lakes / "storage")
+    )
     guard = SqlGuard("lake_main", True, frozenset({ANC, f"__ducklake_metadata_{ANC}"}), files,
                      frozenset({"__ducklake_metadata_lake_main"}))  # fmt: skip
     places = {

@@ -33,9 +33,7 @@ def test_pinned_fork_staleness_is_exact_on_a_known_sequence(lake_env, service):
     run_sql(lake_env, "prod", "INSERT INTO lake_main.customers VALUES (2)")
     assert current_snapshot(lake_env) == pin + 3
     moved_on_at = snapshot_time(lake_env, pin + 1)
-    report = lake_staleness(
-        "wm-fork-pin", "main", lake_env.config, clock=lambda: moved_on_at + timedelta(seconds=90)
-    )
+    report = lake_staleness("wm-fork-pin", "main", lake_env.config, clock=lambda: moved_on_at + timedelta(seconds=90))
     by_table = {d.table: d for d in report.deferred}
     orders, customers = by_table["main.orders"], by_table["main.customers"]
     assert (orders.reference_snapshot, orders.owner_snapshot, orders.snapshots_behind) == (pin, pin + 3, 3)

@@ -77,7 +77,14 @@ def test_both_fork_views_satisfy_the_view_protocol(make):
 
 def test_the_protocol_names_what_the_plan_and_the_applier_use():
     assert set(_members(View)) == {
-        "name", "owner_workspace", "owner_alias", "source", "replace", "select_sql", "stored_sql", "create_sql",
+        "name",
+        "owner_workspace",
+        "owner_alias",
+        "source",
+        "replace",
+        "select_sql",
+        "stored_sql",
+        "create_sql",
     }
 
 

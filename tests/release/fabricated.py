@@ -143,7 +143,9 @@ def synthetic_workload(
         selector=selector or f"flow:{pack_id}",
         dag_id=pack_id,
         schedule="manual",
-        fingerprint=digest(PACK_FINGERPRINT_KIND, {"synthetic": pack_id, "files": sorted(map(content_sha256, own.values()))}),
+        fingerprint=digest(
+            PACK_FINGERPRINT_KIND, {"synthetic": pack_id, "files": sorted(map(content_sha256, own.values()))}
+        ),
         dag=_captured(f"{root}/dag.yaml", files[f"{root}/dag.yaml"]),
         manifest=_captured(f"{root}/flow.yaml", files[f"{root}/flow.yaml"]),
         pack=_captured(f"{root}/pack.json", files[f"{root}/pack.json"]),
@@ -169,7 +171,8 @@ def synthetic_capture(snapshot_digest: str, workloads: Iterable[CapturedWorkload
         resource_ceiling=ResourceCeiling(max_cpu_millicores=2_000, max_memory_bytes=4 * 2**30),
         workloads=ordered,
         selector_membership=sorted(
-            (SelectorMember(selector=w.selector, dag_id=w.dag_id, pack_id=w.pack_id) for w in ordered), key=lambda m: m.selector
+            (SelectorMember(selector=w.selector, dag_id=w.dag_id, pack_id=w.pack_id) for w in ordered),
+            key=lambda m: m.selector,
         ),
     )
 
@@ -235,11 +238,15 @@ class SyntheticTarget:
 
     def __post_init__(self) -> None:
         self.live = ControllableCurrentTarget(self.authority.policy_digest)
-        self.issuer = ReceiptIssuer(self.configuration, self.live, self.authority.clock, epoch_marks=self.authority.sequences)
+        self.issuer = ReceiptIssuer(
+            self.configuration, self.live, self.authority.clock, epoch_marks=self.authority.sequences
+        )
 
     @property
     def configuration(self) -> TargetConfiguration:
-        return TargetConfiguration(environment=SYNTHETIC_ENVIRONMENT, trust_tier="non_production", policy_digest=self.authority.policy_digest)
+        return TargetConfiguration(
+            environment=SYNTHETIC_ENVIRONMENT, trust_tier="non_production", policy_digest=self.authority.policy_digest
+        )
 
     @property
     def clock(self):
@@ -286,7 +293,11 @@ class SyntheticTarget:
             peak_memory_bytes=2**30,
         )
         return verify_grant(
-            grant_bytes, signatures, pinned_policy_digest=self.authority.policy_digest, source=source, ports=self.authority.ports
+            grant_bytes,
+            signatures,
+            pinned_policy_digest=self.authority.policy_digest,
+            source=source,
+            ports=self.authority.ports,
         )
 
     def projection(self, bundle: ReleaseBundle, authority: DevelopmentAuthorityReceipt) -> DeploymentProjection:

@@ -139,6 +139,7 @@ def release_tree(bundle: ReleaseBundle) -> dict[str, Any]:
     return {
         "release_id": bundle.release_id,
         "members": {
-            path: {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)} for path, data in sorted(bundle.members.items())
+            path: {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+            for path, data in sorted(bundle.members.items())
         },
     }

@@ -64,7 +64,10 @@ def test_expiry_and_revocation_change_the_reason(view, change, reason):
 
 
 def test_unknown_tasks_and_bad_pre_hook_shapes_are_denied(view):
-    assert admit(view, RuntimeTask(TaskKind.ORDINARY, "not_a_member"), now=NOW, current_revocation_epoch=0).reason is DenialReason.UNKNOWN_TASK
+    assert (
+        admit(view, RuntimeTask(TaskKind.ORDINARY, "not_a_member"), now=NOW, current_revocation_epoch=0).reason
+        is DenialReason.UNKNOWN_TASK
+    )
     hook = next(task for task in view.tasks if task.kind is TaskKind.PRE_HOOK)
     loud = RuntimeTask(TaskKind.PRE_HOOK, hook.workload_id, hook.hook_id, publish_xcom=True)
     assert admit(view, loud, now=NOW, current_revocation_epoch=0).reason is DenialReason.TASK_SHAPE_INVALID

@@ -51,7 +51,10 @@ def read_in_child(path: Path, tmp_path: Path, timeout: float = 120, **limits: in
     work.mkdir(exist_ok=True)
     result = subprocess.run(
         [sys.executable, "-c", _CHILD, str(path), str(work), json.dumps(limits)],
-        capture_output=True, text=True, timeout=timeout, check=False,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
     )
     assert result.returncode == 0, result.stderr[-2000:]
     outcome = json.loads(result.stdout.strip().splitlines()[-1])
@@ -75,23 +78,44 @@ def zeros(mib: int):
         yield block
 
 
-def zip_bytes(entries: list[dict], *, comment: bytes = b"", count: int | None = None, tail: bytes = b"", tail_gap: bytes = b"") -> bytes:
+def zip_bytes(
+    entries: list[dict], *, comment: bytes = b"", count: int | None = None, tail: bytes = b"", tail_gap: bytes = b""
+) -> bytes:
     """A zip built from raw records. entry: name, data (already compressed), method, crc, size, flags,
     gap (bytes hidden before its local header); `tail_gap` hides bytes before the central directory."""
     body, central, offset = [], [], 0
     for entry in entries:
         body.append(entry.get("gap", b""))
         offset += len(entry.get("gap", b""))
-        fields = (20, entry.get("flags", 0), entry.get("method", 0), 0, 0, entry.get("crc", 0), len(entry["data"]), entry["size"], len(entry["name"]), 0)
+        fields = (
+            20,
+            entry.get("flags", 0),
+            entry.get("method", 0),
+            0,
+            0,
+            entry.get("crc", 0),
+            len(entry["data"]),
+            entry["size"],
+            len(entry["name"]),
+            0,
+        )
         local = struct.pack("<4s5H3L2H", b"PK\x03\x04", *fields) + entry["name"] + entry["data"]
         note = entry.get("comment", b"")
-        central.append(struct.pack("<4s6H3L5H2L", b"PK\x01\x02", 20, *fields[:8], len(entry["name"]), 0, len(note), 0, 0, 0, offset) + entry["name"] + note)
+        central.append(
+            struct.pack(
+                "<4s6H3L5H2L", b"PK\x01\x02", 20, *fields[:8], len(entry["name"]), 0, len(note), 0, 0, 0, offset
+            )
+            + entry["name"]
+            + note
+        )
         body.append(local)
         offset += len(local)
     body.append(tail_gap)
     body, central = b"".join(body), b"".join(central)
     declared = len(entries) if count is None else count
-    end = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, declared, declared, len(central), len(body), len(comment) + len(tail))
+    end = struct.pack(
+        "<4s4H2LH", b"PK\x05\x06", 0, 0, declared, declared, len(central), len(body), len(comment) + len(tail)
+    )
     return body + central + end + comment + tail
 
 
@@ -259,7 +283,9 @@ def test_repeated_pax_global_headers_are_refused(tmp_path: Path) -> None:
 def test_one_git_archive_global_header_is_accepted(tmp_path: Path) -> None:
     record = pax_record("comment", "a" * 40)
     archive = tmp_path / "git.tar"
-    archive.write_bytes(header("pax_global_header", tarfile.XGLTYPE, len(record)) + padded(record) + tar_member("a.sql", b"x") + END)
+    archive.write_bytes(
+        header("pax_global_header", tarfile.XGLTYPE, len(record)) + padded(record) + tar_member("a.sql", b"x") + END
+    )
     assert read_in_child(archive, tmp_path)[0] is None
 
 
@@ -274,9 +300,18 @@ def test_gnu_sparse_members_are_refused_from_their_header(tmp_path: Path, style:
         extension[:12], extension[12:24], extension[504] = b"%011o\x00" % 0, b"%011o\x00" % 1, 1
         parts = [bytes(first)] + [bytes(extension)] * 20_000 + [END]
     else:
-        record = pax_record("GNU.sparse.major", "1") + pax_record("GNU.sparse.minor", "0") + pax_record("GNU.sparse.name", "s.sql")
+        record = (
+            pax_record("GNU.sparse.major", "1")
+            + pax_record("GNU.sparse.minor", "0")
+            + pax_record("GNU.sparse.name", "s.sql")
+        )
         map_lines = b"100000\n" + b"0\n1\n" * 100_000
-        parts = [header("pax", tarfile.XHDTYPE, len(record)) + padded(record), header("s.sql", tarfile.REGTYPE, len(map_lines)), padded(map_lines), END]
+        parts = [
+            header("pax", tarfile.XHDTYPE, len(record)) + padded(record),
+            header("s.sql", tarfile.REGTYPE, len(map_lines)),
+            padded(map_lines),
+            END,
+        ]
     archive = gz(tmp_path / "sparse.tar.gz", parts)
     assert_refused(archive, tmp_path, "source.special_member")
 
@@ -293,7 +328,9 @@ def test_chained_extended_headers_are_refused(tmp_path: Path, kind: bytes) -> No
 def test_corrupt_header_mid_stream_is_refused_not_read_short(tmp_path: Path) -> None:
     second = bytearray(tar_member("b.sql", b"y"))
     second[0:5] = b"zzzzz"  # name changed, checksum not: a corrupt header
-    archive = gz(tmp_path / "corrupt.tar.gz", [tar_member("a.sql", b"x"), bytes(second), tar_member("c.sql", b"z"), END])
+    archive = gz(
+        tmp_path / "corrupt.tar.gz", [tar_member("a.sql", b"x"), bytes(second), tar_member("c.sql", b"z"), END]
+    )
     assert_refused(archive, tmp_path, "source.archive_invalid")
 
 
@@ -323,7 +360,12 @@ def test_decompressed_tar_stream_is_capped_as_a_whole(tmp_path: Path) -> None:
 def test_non_utf8_gnu_long_name_is_refused(tmp_path: Path) -> None:
     data = b"caf\xe9.sql\x00"
     archive = tmp_path / "latin.tar"
-    archive.write_bytes(header("././@LongLink", tarfile.GNUTYPE_LONGNAME, len(data), tarfile.GNU_FORMAT) + padded(data) + tar_member("x.sql", b"x") + END)
+    archive.write_bytes(
+        header("././@LongLink", tarfile.GNUTYPE_LONGNAME, len(data), tarfile.GNU_FORMAT)
+        + padded(data)
+        + tar_member("x.sql", b"x")
+        + END
+    )
     assert_refused(archive, tmp_path, "source.invalid_path")
 
 

@@ -49,8 +49,12 @@ def reseal(members: dict[str, bytes], parent: dict, rename: dict[str, str] | Non
             for item in parent[key]:
                 if item["constituent_id"] == old:
                     item["constituent_id"] = new
-    native = sorted((NativeConstituent(**item) for item in parent["native_constituents"]), key=lambda c: c.constituent_id)
-    ordinary = sorted((OrdinaryConstituent(**item) for item in parent["ordinary_constituents"]), key=lambda c: c.pack_id)
+    native = sorted(
+        (NativeConstituent(**item) for item in parent["native_constituents"]), key=lambda c: c.constituent_id
+    )
+    ordinary = sorted(
+        (OrdinaryConstituent(**item) for item in parent["ordinary_constituents"]), key=lambda c: c.pack_id
+    )
     sidecars = sorted((SourceSidecar(**item) for item in parent["source_sidecars"]), key=SourceSidecar.sort_key)
     parent = {
         **parent,
@@ -125,7 +129,10 @@ def test_a_development_document_that_is_not_a_parent_is_refused(members):
 
 def test_another_identity_than_expected_is_refused(members, real_release):
     refused(members, expected_release_id="sha256:" + "0" * 64)
-    assert open_bundle(members, expected_release_id=real_release.bundle.release_id).release_id == real_release.bundle.release_id
+    assert (
+        open_bundle(members, expected_release_id=real_release.bundle.release_id).release_id
+        == real_release.bundle.release_id
+    )
 
 
 # -- native constituent ------------------------------------------------------------------------
@@ -163,7 +170,9 @@ def test_a_native_document_that_is_not_a_dbt_release_set_is_refused_after_its_di
     assert "constituent document is invalid" in refused(forged).message
 
 
-@pytest.mark.parametrize("field", ["policy_digest", "grant_digest", "source_repository_digest", "source_snapshot_digest", "source_commit"])
+@pytest.mark.parametrize(
+    "field", ["policy_digest", "grant_digest", "source_repository_digest", "source_snapshot_digest", "source_commit"]
+)
 def test_a_native_document_bound_to_other_authority_or_source_is_refused(members, field):
     _, document = native_document(members)
     document[field] = "f" * 40 if field == "source_commit" else "sha256:" + "f" * 64
@@ -265,7 +274,9 @@ def test_a_missing_source_file_is_refused(members, name):
 @pytest.mark.parametrize("name", ["models/marts/fct_orders.sql", "flows/orders_snapshot/pack.json"])
 def test_a_changed_source_file_is_refused(members, name):
     path = source_member(members, name)
-    members[path] = members[path].replace(b"select", b"SELECT", 1) if b"select" in members[path] else members[path][:-1] + b"}"
+    members[path] = (
+        members[path].replace(b"select", b"SELECT", 1) if b"select" in members[path] else members[path][:-1] + b"}"
+    )
     assert "is missing or altered" in refused(members).message
 
 
@@ -282,4 +293,7 @@ def test_the_deployment_projection_refuses_authority_of_another_grant(real_relea
         deployment_projection(real_release.bundle, other)
     assert raised.value.code == "release.integrity_mismatch"
     projection = deployment_projection(real_release.bundle, real_release.authority)
-    assert projection.release_id == real_release.bundle.release_id and projection.environment == real_release.authority.environment
+    assert (
+        projection.release_id == real_release.bundle.release_id
+        and projection.environment == real_release.authority.environment
+    )

@@ -26,7 +26,12 @@ from tests.release.fabricated import (
 
 
 def recompose(release, **changes):
-    arguments = {"authority": release.authority, "source": release.source, "native": release.native, "ordinary": release.ordinary}
+    arguments = {
+        "authority": release.authority,
+        "source": release.source,
+        "native": release.native,
+        "ordinary": release.ordinary,
+    }
     arguments.update(changes)
     return compose_release(**arguments)
 
@@ -34,9 +39,16 @@ def recompose(release, **changes):
 def test_the_parent_is_a_dormant_development_delivery(release):
     parent = release.bundle.parent
     assert (parent.schema_, parent.profile) == ("dpone.release-set.v3", "development_workspace_delivery_v1")
-    assert (parent.authority_family, parent.trust_tier, parent.delivery_status) == ("development", "non_production", "delivered_dormant")
+    assert (parent.authority_family, parent.trust_tier, parent.delivery_status) == (
+        "development",
+        "non_production",
+        "delivered_dormant",
+    )
     assert parent.route_certifications == ()
-    assert (parent.policy_digest, parent.grant_digest) == (release.authority.policy_digest, release.authority.grant_digest)
+    assert (parent.policy_digest, parent.grant_digest) == (
+        release.authority.policy_digest,
+        release.authority.grant_digest,
+    )
     assert parent.execution_subjects == release.authority.execution_subjects
     assert release.bundle.release_id == release_id_of(parent)
     assert release_id_of(parent).startswith("sha256:") and parent.identity_kind().endswith(parent.profile)

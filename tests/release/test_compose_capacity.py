@@ -42,5 +42,12 @@ def test_the_maximum_membership_is_not_refused_before_compile():
 
 
 def test_flow_directories_counts_workload_directories_only():
-    paths = ["flows/a/flow.yml", "flows/a/sql/x.sql", "flows/b/flow.yml", "flows/README.md", "models/m.sql", "flowsx/c/f"]
+    paths = [
+        "flows/a/flow.yml",
+        "flows/a/sql/x.sql",
+        "flows/b/flow.yml",
+        "flows/README.md",
+        "models/m.sql",
+        "flowsx/c/f",
+    ]
     assert flow_directories(paths) == 2

@@ -30,7 +30,9 @@ EDITS = {
 @pytest.fixture
 def installed(tmp_path, target, release):
     cache = ReleaseCache(tmp_path / "cache", admission=target.issuer, clock=target.clock)
-    cache.materialize(release.bundle, authority=release.authority, receipt=target.materialization(release.bundle, release.authority))
+    cache.materialize(
+        release.bundle, authority=release.authority, receipt=target.materialization(release.bundle, release.authority)
+    )
     return cache, cache.root / "deployments" / release.bundle.release_id.removeprefix("sha256:")
 
 

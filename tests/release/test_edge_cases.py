@@ -117,7 +117,10 @@ def test_an_empty_source_delivers_nothing(site, tmp_path):
     with open_source(tmp_path / "empty") as tree:
         assert site.pipeline.compile_native(tree) is None and site.pipeline.capture_ordinary(tree) is None
     release = synthetic_release(site.target)
-    refused(lambda: compose_release(authority=release.authority, source=release.source, native=None, ordinary=None), "release.membership_empty")
+    refused(
+        lambda: compose_release(authority=release.authority, source=release.source, native=None, ordinary=None),
+        "release.membership_empty",
+    )
     assert site.everything() == []
 
 
@@ -154,7 +157,9 @@ def test_native_without_execution_subjects_installs_and_cannot_run(site):
     site.publish(release)
     site.install(release)
     installed = site.pipeline.cache.load(release.bundle.release_id)
-    view = admission_view(installed.bundle, authority_expires_at=site.target.clock.now() + timedelta(hours=1), revocation_epoch=0)
+    view = admission_view(
+        installed.bundle, authority_expires_at=site.target.clock.now() + timedelta(hours=1), revocation_epoch=0
+    )
     spies = {name: Spy() for name in ("init_fetcher", "credentials", "sources", "writers")}
     epochs = type("Epochs", (), {"current_epoch": lambda self: 0})()
     launcher = StandardRuntimeLauncher(clock=site.target.clock, epochs=epochs, **spies)
@@ -170,7 +175,11 @@ def test_native_without_execution_subjects_installs_and_cannot_run(site):
 def test_duplicate_selectors_are_refused(site, tmp_path):
     root = flows_copy(tmp_path)
     shutil.copytree(root / "flows" / "orders_snapshot", root / "flows" / "orders_snapshot_copy")
-    edit(root / "flows" / "orders_snapshot_copy" / "flow.yaml", "pack_id: orders_snapshot", "pack_id: orders_snapshot_copy")
+    edit(
+        root / "flows" / "orders_snapshot_copy" / "flow.yaml",
+        "pack_id: orders_snapshot",
+        "pack_id: orders_snapshot_copy",
+    )
     refused(lambda: capture(site, root), "flows.duplicate_selector")
 
 
@@ -182,12 +191,19 @@ def test_duplicate_pack_ids_are_refused(site, tmp_path):
 
 def test_duplicate_hook_ids_are_refused(site, tmp_path):
     root = flows_copy(tmp_path)
-    edit(root / "flows" / "orders_snapshot" / "flow.yaml", "id: orders_snapshot.clear_today", "id: orders_snapshot.ensure_staging")
+    edit(
+        root / "flows" / "orders_snapshot" / "flow.yaml",
+        "id: orders_snapshot.clear_today",
+        "id: orders_snapshot.ensure_staging",
+    )
     refused(lambda: capture(site, root), "flows.duplicate_hook_id")
 
 
 def test_a_logical_write_claimed_twice_is_refused(site):
-    refused(lambda: synthetic_release(site.target, workloads={"transfer": (("marts.customers",), ())}), "release.logical_write_collision")
+    refused(
+        lambda: synthetic_release(site.target, workloads={"transfer": (("marts.customers",), ())}),
+        "release.logical_write_collision",
+    )
     assert site.everything() == []
 
 
@@ -195,26 +211,47 @@ def test_a_logical_write_claimed_twice_is_refused(site):
 
 
 def test_a_grant_with_an_unknown_field_is_refused(site):
-    grant = site.target.authority.grant(native_membership=["model.shop.orders"], ordinary_membership=[], execution_subjects=[])
+    grant = site.target.authority.grant(
+        native_membership=["model.shop.orders"], ordinary_membership=[], execution_subjects=[]
+    )
     value = loads(grant.canonical_bytes())
     value["execute_anyway"] = True
     forged = dumps(value)
     signatures = [signer.sign_bytes(forged) for signer in site.target.authority.signers[:2]]
     source = ReconstructedSource(
-        repository=SYNTHETIC_REPOSITORY, commit=SYNTHETIC_COMMIT, native_membership=["model.shop.orders"],
-        ordinary_membership=[], source_bytes=1, peak_cpu_millicores=0, peak_memory_bytes=0,
+        repository=SYNTHETIC_REPOSITORY,
+        commit=SYNTHETIC_COMMIT,
+        native_membership=["model.shop.orders"],
+        ordinary_membership=[],
+        source_bytes=1,
+        peak_cpu_millicores=0,
+        peak_memory_bytes=0,
     )
     refused(
-        lambda: verify_grant(forged, signatures, pinned_policy_digest=site.target.authority.policy_digest, source=source, ports=site.target.authority.ports),
+        lambda: verify_grant(
+            forged,
+            signatures,
+            pinned_policy_digest=site.target.authority.policy_digest,
+            source=source,
+            ports=site.target.authority.ports,
+        ),
         "contract.unknown_field",
     )
 
 
 def test_null_authority_is_refused_at_every_stage(site):
     release = synthetic_release(site.target)
-    refused(lambda: compose_release(authority=None, source=release.source, native=release.native, ordinary=release.ordinary), "release.authority_missing")
+    refused(
+        lambda: compose_release(
+            authority=None, source=release.source, native=release.native, ordinary=release.ordinary
+        ),
+        "release.authority_missing",
+    )
     refused(lambda: site.pipeline.publish(release.bundle, authority=None, receipt=None), "release.authority_missing")
-    refused(lambda: site.pipeline.cache.materialize(release.bundle, authority=None, receipt=None), "release.authority_missing")
+    refused(
+        lambda: site.pipeline.cache.materialize(release.bundle, authority=None, receipt=None),
+        "release.authority_missing",
+    )
     assert site.everything() == [] and site.pipeline.cache.deployments() == []
 
 
@@ -255,12 +292,17 @@ def test_digest_drift_after_reading_is_refused_before_publication(site, tmp_path
     with open_source(root, work_dir=tmp_path) as tree:
         ordinary = site.pipeline.capture_ordinary(tree)
         authority = site.target.verify(
-            native=[], ordinary=ordinary.pack_ids, source_bytes=tree.snapshot.total_bytes,
+            native=[],
+            ordinary=ordinary.pack_ids,
+            source_bytes=tree.snapshot.total_bytes,
             execution_subjects=[ExecutionSubject(**s) for s in ordinary.execution_subjects()],
         )
         victim = next(tree.root.rglob("*.sql"))
         victim.write_text(victim.read_text() + "-- drift\n")
-        error = refused(lambda: compose_release(authority=authority, source=tree, native=None, ordinary=ordinary), "release.source_closure_mismatch")
+        error = refused(
+            lambda: compose_release(authority=authority, source=tree, native=None, ordinary=ordinary),
+            "release.source_closure_mismatch",
+        )
     assert "source.digest_drift" in error.message
     assert site.everything() == []
 
@@ -272,20 +314,30 @@ def test_publication_without_the_exact_receipt_is_refused(site):
     release = synthetic_release(site.target)
     other = synthetic_release(site.target, workloads=None, sequence=2)
     refused(lambda: site.publish(release, receipt=None), "admission.receipt_missing")
-    refused(lambda: site.publish(release, receipt=site.target.materialization(release.bundle, release.authority)), "admission.receipt_kind_mismatch")
-    refused(lambda: site.publish(release, receipt=site.target.publication(other.bundle, other.authority)), "admission.binding_mismatch")
+    refused(
+        lambda: site.publish(release, receipt=site.target.materialization(release.bundle, release.authority)),
+        "admission.receipt_kind_mismatch",
+    )
+    refused(
+        lambda: site.publish(release, receipt=site.target.publication(other.bundle, other.authority)),
+        "admission.binding_mismatch",
+    )
     assert site.everything() == []
 
 
 def test_publication_and_materialization_reapply_the_combined_budget(site):
     release = synthetic_release(site.target)
     receipt = site.target.publication(release.bundle, release.authority)
-    tight = release.authority.model_copy(update={"effective_limits": release.authority.effective_limits.model_copy(update={"max_workloads": 1})})
+    tight = release.authority.model_copy(
+        update={"effective_limits": release.authority.effective_limits.model_copy(update={"max_workloads": 1})}
+    )
     refused(lambda: site.pipeline.publish(release.bundle, authority=tight, receipt=receipt), "release.budget_exceeded")
     assert site.everything() == []
     site.publish(release)
     refused(
-        lambda: site.pipeline.cache.materialize(release.bundle, authority=tight, receipt=site.target.materialization(release.bundle, release.authority)),
+        lambda: site.pipeline.cache.materialize(
+            release.bundle, authority=tight, receipt=site.target.materialization(release.bundle, release.authority)
+        ),
         "release.budget_exceeded",
     )
     assert site.pipeline.cache.deployments() == []
@@ -293,13 +345,20 @@ def test_publication_and_materialization_reapply_the_combined_budget(site):
 
 def test_a_direct_native_release_without_a_parent_is_refused(site):
     release = synthetic_release(site.target)
-    native_document = next(data for path, data in release.bundle.members.items() if path.startswith("native/") and path.count("/") == 1)
+    native_document = next(
+        data for path, data in release.bundle.members.items() if path.startswith("native/") and path.count("/") == 1
+    )
     direct = release.bundle.__class__(**{**release.bundle.__dict__, "members": {PARENT_PATH: native_document}})
     refused(
-        lambda: site.pipeline.registry.publish(direct, authority=release.authority, receipt=None, admission=site.target.issuer),
+        lambda: site.pipeline.registry.publish(
+            direct, authority=release.authority, receipt=None, admission=site.target.issuer
+        ),
         "release.not_development_family",
     )
-    refused(lambda: site.pipeline.cache.materialize(direct, authority=release.authority, receipt=None), "release.not_development_family")
+    refused(
+        lambda: site.pipeline.cache.materialize(direct, authority=release.authority, receipt=None),
+        "release.not_development_family",
+    )
     assert site.everything() == [] and site.pipeline.cache.deployments() == []
 
 
@@ -310,14 +369,27 @@ def test_the_cli_offers_no_delivery_command_and_inspection_writes_nothing(site):
     release = synthetic_release(site.target)
     site.publish(release)
     site.install(release)
-    commands = {command.name for group in dpone_app.registered_groups if group.name == "release" for command in group.typer_instance.registered_commands}
+    commands = {
+        command.name
+        for group in dpone_app.registered_groups
+        if group.name == "release"
+        for command in group.typer_instance.registered_commands
+    }
     # inspection, plus the operator operations, which read authority only from the configured
     # platform (no path, file or flag names authority); nothing publishes, installs or activates
     assert commands == {"show", "verify", "recover", "repair-audit", "rollback", "gc", "break-lease"}
-    operations = {c.name: c for g in dpone_app.registered_groups if g.name == "release" for c in g.typer_instance.registered_commands if c.name not in {"show", "verify"}}
+    operations = {
+        c.name: c
+        for g in dpone_app.registered_groups
+        if g.name == "release"
+        for c in g.typer_instance.registered_commands
+        if c.name not in {"show", "verify"}
+    }
     # break-lease names the lease it breaks (an id the registry lists) and may force an expired one;
     # neither names authority. Every other operation takes nothing but --dry-run and --json.
-    expected = {name: {"dry_run", "as_json"} for name in operations} | {"break-lease": {"lease_id", "dry_run", "force", "as_json"}}
+    expected = {name: {"dry_run", "as_json"} for name in operations} | {
+        "break-lease": {"lease_id", "dry_run", "force", "as_json"}
+    }
     assert {name: set(inspect.signature(c.callback).parameters) for name, c in operations.items()} == expected
     deployment = site.pipeline.cache.root / "deployments" / release.bundle.release_id[7:]
     before = {p: p.read_bytes() for p in site.root.rglob("*") if p.is_file()}
@@ -332,7 +404,11 @@ def test_the_cli_offers_no_delivery_command_and_inspection_writes_nothing(site):
 
 def test_credential_material_in_a_connection_is_refused(site, tmp_path):
     root = flows_copy(tmp_path)
-    edit(root / "flows" / "orders_snapshot" / "flow.yaml", "parameters: {schema: raw}", "parameters: {schema: raw, password: hunter2}")
+    edit(
+        root / "flows" / "orders_snapshot" / "flow.yaml",
+        "parameters: {schema: raw}",
+        "parameters: {schema: raw, password: hunter2}",
+    )
     error = refused(lambda: capture(site, root), "flows.connection_credential")
     assert "hunter2" not in str(error)
 
@@ -364,7 +440,9 @@ def test_pre_hooks_keep_publish_xcom_false_and_cannot_start(site):
     assert hooks and all(hook.publish_xcom is False for hook in hooks)
     for workload in release.bundle.ordinary:
         for hook in workload.hooks:
-            denial = site.pipeline.admit(release.bundle.release_id, RuntimeTask(TaskKind.PRE_HOOK, workload.pack_id, hook.hook_id))
+            denial = site.pipeline.admit(
+                release.bundle.release_id, RuntimeTask(TaskKind.PRE_HOOK, workload.pack_id, hook.hook_id)
+            )
             assert denial.reason.value == "admission.development_dormant"
 
 
@@ -403,17 +481,26 @@ def test_expiry_blocks_new_attempts_and_history_stays_readable(site):
     refused(lambda: site.target.publication(release.bundle, release.authority), "admission.expired")
     with pytest.raises(AdmissionError):
         site.target.issuer.require_current(
-            None, PublicationReceipt, release_id=release.bundle.release_id, deployment_id="x", authority=release.authority
+            None,
+            PublicationReceipt,
+            release_id=release.bundle.release_id,
+            deployment_id="x",
+            authority=release.authority,
         )
     assert site.pipeline.registry.fetch(release.bundle.release_id).release_id == release.bundle.release_id
     assert site.pipeline.cache.audit_log()[0].release_id == release.bundle.release_id
-    result = CliRunner().invoke(dpone_app, ["release", "show", "--json", str(site.pipeline.cache.root / "deployments" / release.bundle.release_id[7:])])
+    result = CliRunner().invoke(
+        dpone_app,
+        ["release", "show", "--json", str(site.pipeline.cache.root / "deployments" / release.bundle.release_id[7:])],
+    )
     assert result.exit_code == 0 and '"authority_expired": true' in result.output
 
 
 def test_the_pipeline_reconstructs_the_source_it_is_given(site):
     release = synthetic_release(site.target)
-    reconstructed = site.pipeline.reconstruct(SourceIdentity(SYNTHETIC_REPOSITORY, SYNTHETIC_COMMIT), release.native, release.ordinary)
+    reconstructed = site.pipeline.reconstruct(
+        SourceIdentity(SYNTHETIC_REPOSITORY, SYNTHETIC_COMMIT), release.native, release.ordinary
+    )
     assert reconstructed.native_membership == release.native.membership
     assert reconstructed.ordinary_membership == tuple(sorted(release.ordinary.pack_ids))
     assert reconstructed.source_bytes == release.bundle.source_bytes

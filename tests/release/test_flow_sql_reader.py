@@ -25,7 +25,10 @@ HOST_ACCESS = [
     ("create table s.t as select * from main.read_text('/etc/hostname');", "flows.sql_function_not_allowed"),
     ("create table s.t as select * from \"READ_TEXT\"('/etc/hostname');", "flows.sql_function_not_allowed"),
     ("create table s.t as select * from query('select 1');", "flows.sql_function_not_allowed"),
-    ("insert into s.t select count(*) from s.u where 1 = (select count(*) from read_blob('/etc/hostname'));", "flows.sql_function_not_allowed"),
+    (
+        "insert into s.t select count(*) from s.u where 1 = (select count(*) from read_blob('/etc/hostname'));",
+        "flows.sql_function_not_allowed",
+    ),
     ("create table s.t as select mystery_function(1);", "flows.sql_function_not_allowed"),
     ("create table s.t as select x.mystery_method() from s.u as x;", "flows.sql_function_not_allowed"),
     ("create table s.t as select * from '/etc/hostname';", "flows.sql_host_access"),
@@ -93,7 +96,9 @@ def test_every_table_function_duckdb_has_is_refused_except_the_row_generators() 
         try:
             flow_sql_writes(f"create table s.t as select * from {name}('x');", "x.sql")
         except FlowError as refused:
-            assert refused.code in ("flows.sql_function_not_allowed", "flows.sql_invalid"), name  # `show(` does not parse
+            assert refused.code in ("flows.sql_function_not_allowed", "flows.sql_invalid"), (
+                name
+            )  # `show(` does not parse
         else:
             admitted.append(name)
     assert sorted(admitted) == sorted(SAFE_TABLE_FUNCTIONS)

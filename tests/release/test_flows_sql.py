@@ -21,9 +21,12 @@ SYNTHETIC = Path(__file__).resolve().parents[2] / "dbt_project_synthetic"
 
 def test_synthetic_flows_run_in_hook_then_runtime_order(tmp_path: Path) -> None:
     with open_source(SYNTHETIC, work_dir=tmp_path) as tree:
-        capture = capture_ordinary(tree, resource_ceiling=ResourceCeiling(max_cpu_millicores=4000, max_memory_bytes=8 * 1024**3))
+        capture = capture_ordinary(
+            tree, resource_ceiling=ResourceCeiling(max_cpu_millicores=4000, max_memory_bytes=8 * 1024**3)
+        )
         scripts = {
-            w.pack_id: [tree.read_bytes(ref.path).decode() for ref in (*(h.sql for h in w.hooks), *w.sql)] for w in capture.workloads
+            w.pack_id: [tree.read_bytes(ref.path).decode() for ref in (*(h.sql for h in w.hooks), *w.sql)]
+            for w in capture.workloads
         }
     connection = connect(extensions=())
     try:
@@ -45,7 +48,10 @@ def test_synthetic_flows_run_in_hook_then_runtime_order(tmp_path: Path) -> None:
         assert connection.execute("select count(*) from flow_staging.orders_snapshot").fetchone() == (400,)
         assert connection.execute("select sum(orders) from flow_marts.order_status_counts").fetchone() == (400,)
         assert connection.execute("select sum(orders) from flow_marts.weekly_revenue").fetchone() == (200,)
-        assert connection.execute("select count(*), sum(orders) from flow_marts.customer_order_counts").fetchone() == (37, 400)
+        assert connection.execute("select count(*), sum(orders) from flow_marts.customer_order_counts").fetchone() == (
+            37,
+            400,
+        )
         written = {
             f"{schema}.{table}"
             for schema, table in connection.execute(
@@ -82,19 +88,30 @@ def test_sql_write_scan(sql: str, writes: set[str]) -> None:
     assert flow_sql_writes(sql, "test.sql") == writes
 
 
-RESERVED = frozenset(row[0] for row in duckdb.connect().execute("select keyword_name from duckdb_keywords() where keyword_category = 'reserved'").fetchall())
+RESERVED = frozenset(
+    row[0]
+    for row in duckdb.connect()
+    .execute("select keyword_name from duckdb_keywords() where keyword_category = 'reserved'")
+    .fetchall()
+)
 identifier = st.from_regex(r"[a-z_][a-z0-9_]{0,20}", fullmatch=True).filter(lambda name: name not in RESERVED)
 
 
 @settings(max_examples=200, deadline=None)
-@given(schema=identifier, table=identifier, verb=st.sampled_from(["create or replace table {} as select 1", "insert into {} select 1", "delete from {}"]))
+@given(
+    schema=identifier,
+    table=identifier,
+    verb=st.sampled_from(["create or replace table {} as select 1", "insert into {} select 1", "delete from {}"]),
+)
 def test_sql_write_scan_finds_any_qualified_target(schema: str, table: str, verb: str) -> None:
     relation = f"{schema}.{table}"
     assert flow_sql_writes(verb.format(relation) + ";", "p.sql") == {relation}
     assert flow_sql_writes("-- " + verb.format(relation) + "\nselect 1;", "p.sql") == frozenset()
 
 
-@pytest.mark.parametrize(("quantity", "value"), [("250m", 250), ("1", 1000), ("0.5", 500), ("1.25", 1250), ("4000m", 4000)])
+@pytest.mark.parametrize(
+    ("quantity", "value"), [("250m", 250), ("1", 1000), ("0.5", 500), ("1.25", 1250), ("4000m", 4000)]
+)
 def test_cpu_quantities(quantity: str, value: int) -> None:
     assert cpu_millicores(quantity) == value
 

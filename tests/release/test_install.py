@@ -19,7 +19,9 @@ def cache(tmp_path, target):
 
 
 def install(cache, target, release):
-    cache.materialize(release.bundle, authority=release.authority, receipt=target.materialization(release.bundle, release.authority))
+    cache.materialize(
+        release.bundle, authority=release.authority, receipt=target.materialization(release.bundle, release.authority)
+    )
     return cache.activate(release.bundle.release_id, receipt=target.activation(release.bundle, release.authority))
 
 
@@ -38,9 +40,13 @@ def test_materialize_and_activate(cache, target, release):
 
 
 def test_identical_materialization_writes_nothing(cache, target, release):
-    first = cache.materialize(release.bundle, authority=release.authority, receipt=target.materialization(release.bundle, release.authority))
+    first = cache.materialize(
+        release.bundle, authority=release.authority, receipt=target.materialization(release.bundle, release.authority)
+    )
     before = tree(cache.root)
-    again = cache.materialize(release.bundle, authority=release.authority, receipt=target.materialization(release.bundle, release.authority))
+    again = cache.materialize(
+        release.bundle, authority=release.authority, receipt=target.materialization(release.bundle, release.authority)
+    )
     assert first.bytes_written > 0 and (again.bytes_written, again.already_installed) == (0, True)
     assert tree(cache.root) == before
 
@@ -51,7 +57,9 @@ def test_receipts_are_not_interchangeable(cache, target, release):
         cache.materialize(release.bundle, authority=release.authority, receipt=publication)
     assert raised.value.code == "admission.receipt_kind_mismatch"
     assert tree(cache.root) == []
-    cache.materialize(release.bundle, authority=release.authority, receipt=target.materialization(release.bundle, release.authority))
+    cache.materialize(
+        release.bundle, authority=release.authority, receipt=target.materialization(release.bundle, release.authority)
+    )
     with pytest.raises(AdmissionError):
         cache.activate(release.bundle.release_id, receipt=target.materialization(release.bundle, release.authority))
     assert cache.current() is None
@@ -103,7 +111,9 @@ def test_rollback_without_history_is_refused(cache, target, release):
 
 
 def test_activation_refuses_a_tampered_deployment_before_any_change(cache, target, release):
-    cache.materialize(release.bundle, authority=release.authority, receipt=target.materialization(release.bundle, release.authority))
+    cache.materialize(
+        release.bundle, authority=release.authority, receipt=target.materialization(release.bundle, release.authority)
+    )
     member = next(p for p in (cache.root / "deployments").rglob("*.sql"))
     member.write_bytes(member.read_bytes() + b"-- tampered\n")
     with pytest.raises(IntegrityError) as raised:
@@ -126,7 +136,9 @@ class FailAfterPreparation:
 
 def test_a_failure_after_preparation_requires_recovery_which_completes_it(tmp_path, target, release):
     failing = ReleaseCache(tmp_path / "cache", admission=FailAfterPreparation(target.issuer), clock=target.clock)
-    failing.materialize(release.bundle, authority=release.authority, receipt=target.materialization(release.bundle, release.authority))
+    failing.materialize(
+        release.bundle, authority=release.authority, receipt=target.materialization(release.bundle, release.authority)
+    )
     with pytest.raises(RecoveryRequiredError) as raised:
         failing.activate(release.bundle.release_id, receipt=target.activation(release.bundle, release.authority))
     assert raised.value.code == "authority.recovery_required"
@@ -137,9 +149,13 @@ def test_a_failure_after_preparation_requires_recovery_which_completes_it(tmp_pa
     assert blocked.value.code == "release.activation_recovery_required"
     with pytest.raises(AdmissionError):
         healthy.recover(receipt=target.activation(release.bundle, release.authority, purpose="activate"))
-    recovered = healthy.recover(receipt=target.activation(release.bundle, release.authority, purpose="pointer_recovery"))
+    recovered = healthy.recover(
+        receipt=target.activation(release.bundle, release.authority, purpose="pointer_recovery")
+    )
     assert recovered.changed and healthy.current().release_id == release.bundle.release_id
-    assert [(e.authorized_by, e.release_id) for e in healthy.audit_log()] == [("pointer_recovery", release.bundle.release_id)]
+    assert [(e.authorized_by, e.release_id) for e in healthy.audit_log()] == [
+        ("pointer_recovery", release.bundle.release_id)
+    ]
     assert healthy.pending() is None and healthy.recover(receipt=None) is None
 
 
@@ -150,7 +166,9 @@ def test_recovery_drops_a_torn_audit_line_and_re_appends_the_entry(tmp_path, tar
             raise OSError("power lost mid-append")
 
     torn = ReleaseCache(tmp_path / "cache", admission=target.issuer, clock=target.clock, files=TornAppend())
-    torn.materialize(release.bundle, authority=release.authority, receipt=target.materialization(release.bundle, release.authority))
+    torn.materialize(
+        release.bundle, authority=release.authority, receipt=target.materialization(release.bundle, release.authority)
+    )
     with pytest.raises(ActivationError):
         torn.activate(release.bundle.release_id, receipt=target.activation(release.bundle, release.authority))
     healthy = ReleaseCache(tmp_path / "cache", admission=target.issuer, clock=target.clock)
@@ -163,7 +181,9 @@ def test_recovery_drops_a_torn_audit_line_and_re_appends_the_entry(tmp_path, tar
 
 
 def test_a_concurrently_prepared_activation_is_not_overwritten(cache, target, release):
-    cache.materialize(release.bundle, authority=release.authority, receipt=target.materialization(release.bundle, release.authority))
+    cache.materialize(
+        release.bundle, authority=release.authority, receipt=target.materialization(release.bundle, release.authority)
+    )
 
     class Racing(LocalFiles):
         def create_exclusive(self, path, data):
@@ -185,7 +205,9 @@ def test_audit_only_repair_restores_a_lost_entry(cache, target, release):
         cache.repair_audit(receipt=target.activation(release.bundle, release.authority, purpose="pointer_recovery"))
     entry = cache.repair_audit(receipt=target.activation(release.bundle, release.authority, purpose="audit_repair"))
     assert (entry.sequence, entry.authorized_by, entry.release_id) == (1, "audit_repair", release.bundle.release_id)
-    assert cache.repair_audit(receipt=target.activation(release.bundle, release.authority, purpose="audit_repair")) is None
+    assert (
+        cache.repair_audit(receipt=target.activation(release.bundle, release.authority, purpose="audit_repair")) is None
+    )
 
 
 def test_an_edited_audit_entry_breaks_the_chain(cache, target, release):
@@ -252,7 +274,9 @@ class FaultyFiles(LocalFiles):
 
 def test_a_failure_at_every_install_write_point_never_succeeds_and_converges(tmp_path, target, release):
     counter = FaultyFiles(fail_at=0)
-    install(ReleaseCache(tmp_path / "count", admission=target.issuer, clock=target.clock, files=counter), target, release)
+    install(
+        ReleaseCache(tmp_path / "count", admission=target.issuer, clock=target.clock, files=counter), target, release
+    )
     assert counter.count >= len(release.bundle.members) + 6
     for fail_at in range(1, counter.count + 1):
         root = tmp_path / f"cache-{fail_at}"

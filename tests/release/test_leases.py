@@ -34,7 +34,9 @@ class Holder:
     def __init__(self, root: Path, *args: str) -> None:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "tests.release.lease_holder_process", str(root / "registry"), *args],
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}, stdout=subprocess.PIPE, text=True,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+            stdout=subprocess.PIPE,
+            text=True,
         )
         line = self.process.stdout.readline().split()
         assert line[:1] == ["holding"], "the child did not reach its lease"
@@ -95,7 +97,10 @@ def test_a_successful_retry_of_the_killed_publish_releases_its_lease(tmp_path, t
     child.kill()
     registry = registry_at(tmp_path, target.clock)
     registry.publish(
-        release.bundle, authority=release.authority, receipt=target.publication(release.bundle, release.authority), admission=target.issuer
+        release.bundle,
+        authority=release.authority,
+        receipt=target.publication(release.bundle, release.authority),
+        admission=target.issuer,
     )
     assert registry.leases.all() == []
     assert operations(target, release, tmp_path, registry=registry).gc().action in ("removed", "nothing_to_remove")
@@ -129,8 +134,11 @@ def write_lease(leases: Leases, lease) -> str:
 def foreign_lease(clock, **process) -> RegistryLeaseV2:
     now = clock.now()
     return RegistryLeaseV2(
-        holder="publication", lease_id="publication-" + "f" * 32, acquired_at=format_timestamp(now),
-        expires_at=format_timestamp(now + timedelta(hours=1)), subject=None,
+        holder="publication",
+        lease_id="publication-" + "f" * 32,
+        acquired_at=format_timestamp(now),
+        expires_at=format_timestamp(now + timedelta(hours=1)),
+        subject=None,
         process=this_process().model_copy(update=process),
     )
 
@@ -140,7 +148,10 @@ def test_a_holder_on_another_host_is_broken_only_forced_after_its_ttl(tmp_path, 
     lease_id = write_lease(leases, foreign_lease(target.clock, host="elsewhere"))
     assert refused(lambda: leases.require_no_conflict("cleanup")).code == "release.publication_in_progress"
     assert refused(lambda: leases.break_lease(lease_id, dry_run=False)).code == "release.lease_holder_unverifiable"
-    assert refused(lambda: leases.break_lease(lease_id, dry_run=False, force=True)).code == "release.lease_holder_unverifiable"
+    assert (
+        refused(lambda: leases.break_lease(lease_id, dry_run=False, force=True)).code
+        == "release.lease_holder_unverifiable"
+    )
     later = Leases(leases.store, FixedClock(target.clock.now() + timedelta(hours=2)))
     assert later.break_lease(lease_id, dry_run=True, force=True).broken is False
     result = later.break_lease(lease_id, dry_run=False, force=True)
@@ -161,8 +172,10 @@ def test_a_version_1_lease_is_still_read_and_never_broken_unforced(tmp_path, tar
     leases = registry_at(tmp_path, target.clock).leases
     now = target.clock.now()
     old = RegistryLease(
-        holder="materialization", lease_id="materialization-" + "0" * 32,
-        acquired_at=format_timestamp(now), expires_at=format_timestamp(now + timedelta(minutes=5)),
+        holder="materialization",
+        lease_id="materialization-" + "0" * 32,
+        acquired_at=format_timestamp(now),
+        expires_at=format_timestamp(now + timedelta(minutes=5)),
     )
     lease_id = write_lease(leases, old)
     assert refused(lambda: leases.require_no_conflict("cleanup")).code == "release.publication_in_progress"
@@ -185,4 +198,3 @@ def test_the_cli_breaks_a_lease_through_the_operations(tmp_path, target, release
     assert done.exit_code == 0 and "broken" in done.output and ops.registry.leases.all() == []
     missing = runner.invoke(app, ["release", "break-lease", held.lease_id])
     assert missing.exit_code == 1 and "release.lease_not_found" in missing.output
-

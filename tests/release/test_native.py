@@ -39,7 +39,9 @@ def test_the_synthetic_project_compiles_to_its_models(real_compile):
     [project] = compilation.projects
     assert (project.name, project.path) == ("dbt_project_synthetic", ".")
     assert compilation.source_snapshot_digest == real_compile.tree.snapshot.digest
-    assert len(compilation.membership) == NATIVE_MODELS and all(uid.startswith("model.dbt_project_synthetic.") for uid in compilation.membership)
+    assert len(compilation.membership) == NATIVE_MODELS and all(
+        uid.startswith("model.dbt_project_synthetic.") for uid in compilation.membership
+    )
     assert project.logical_writes["marts.fct_orders"] == "model.dbt_project_synthetic.fct_orders"
     assert {node.materialized for node in project.nodes} >= {"table", "incremental"}
     closure = {item.path for item in project.closure}
@@ -109,7 +111,9 @@ def test_the_compile_environment_is_scrubbed_and_errors_are_sanitized(tmp_path, 
 
 def test_a_release_selector_that_drops_an_upstream_model_is_incomplete(tmp_path):
     selectors = "selectors:\n  - name: dpone_release\n    definition: 'b'\n"
-    tiny_project(tmp_path / "src", {"a": "select 1 as id", "b": "select * from {{ ref('a') }}"}, {"selectors.yml": selectors})
+    tiny_project(
+        tmp_path / "src", {"a": "select 1 as id", "b": "select * from {{ ref('a') }}"}, {"selectors.yml": selectors}
+    )
     with open_source(tmp_path / "src", work_dir=tmp_path) as tree, pytest.raises(MembershipError) as raised:
         compile_native(tree, work_dir=tmp_path)
     assert raised.value.code == "release.membership_mismatch"
@@ -137,7 +141,9 @@ def refused_closure(action) -> SourceClosureError:
 def test_a_manifest_node_from_a_file_outside_the_verified_inputs_is_refused(real_compile, private_tree):
     def ghost(manifest, selected):
         node = dict(manifest["nodes"][FCT_ORDERS])
-        node.update(unique_id=f"model.{PROJECT}.ghost", name="ghost", original_file_path="models/ghost.sql", path="ghost.sql")
+        node.update(
+            unique_id=f"model.{PROJECT}.ghost", name="ghost", original_file_path="models/ghost.sql", path="ghost.sql"
+        )
         manifest["nodes"][node["unique_id"]] = node
 
     error = refused_closure(lambda: replay_compile(private_tree, real_compile.dbt_output, edit=ghost))

@@ -55,7 +55,9 @@ class TargetGrant:
     def __init__(self, target, release):
         subjects = [ExecutionSubject(**s) for s in release.ordinary.execution_subjects()] if release.ordinary else []
         self.bytes, self.signatures = target.signed_grant(
-            native=list(release.bundle.native_membership), ordinary=list(release.bundle.ordinary_membership), execution_subjects=subjects
+            native=list(release.bundle.native_membership),
+            ordinary=list(release.bundle.ordinary_membership),
+            execution_subjects=subjects,
         )
 
     def grant(self):
@@ -67,20 +69,37 @@ def operations(target, release, root, *, files=None, registry=None):
     registry = registry or ReleaseRegistry(LocalDirectoryStore(root / "registry"), clock=target.clock)
 
     def verify(grant_bytes, signatures, source):
-        return verify_grant(grant_bytes, signatures, pinned_policy_digest=target.authority.policy_digest, source=source, ports=target.authority.ports)
+        return verify_grant(
+            grant_bytes,
+            signatures,
+            pinned_policy_digest=target.authority.policy_digest,
+            source=source,
+            ports=target.authority.ports,
+        )
 
-    return ReleaseOperations(cache=cache, registry=registry, issuer=target.issuer, grant=TargetGrant(target, release), verify=verify, repository=SYNTHETIC_REPOSITORY)
+    return ReleaseOperations(
+        cache=cache,
+        registry=registry,
+        issuer=target.issuer,
+        grant=TargetGrant(target, release),
+        verify=verify,
+        repository=SYNTHETIC_REPOSITORY,
+    )
 
 
 def install(cache, target, release):
-    cache.materialize(release.bundle, authority=release.authority, receipt=target.materialization(release.bundle, release.authority))
+    cache.materialize(
+        release.bundle, authority=release.authority, receipt=target.materialization(release.bundle, release.authority)
+    )
     return cache.activate(release.bundle.release_id, receipt=target.activation(release.bundle, release.authority))
 
 
 def killed_midway(target, release, root):
     """Materialize, then an activation killed after its intent and before its pointer write."""
     broken = ReleaseCache(root / "cache", admission=target.issuer, clock=target.clock, files=FailingPointer())
-    broken.materialize(release.bundle, authority=release.authority, receipt=target.materialization(release.bundle, release.authority))
+    broken.materialize(
+        release.bundle, authority=release.authority, receipt=target.materialization(release.bundle, release.authority)
+    )
     with pytest.raises(ActivationError) as raised:
         broken.activate(release.bundle.release_id, receipt=target.activation(release.bundle, release.authority))
     assert raised.value.code == "release.activation_recovery_required"
@@ -105,7 +124,11 @@ def test_recover_after_a_mid_activation_kill_restores_a_consistent_audited_state
     assert (outcome.action, outcome.receipt_kind) == ("recovered", "pointer_recovery")
     assert ops.cache.pending() is None and ops.cache.current().release_id == release.bundle.release_id
     [entry] = ops.cache.audit_log()
-    assert (entry.authorized_by, entry.release_id, entry.receipt_digest) == ("pointer_recovery", release.bundle.release_id, outcome.receipt_digest)
+    assert (entry.authorized_by, entry.release_id, entry.receipt_digest) == (
+        "pointer_recovery",
+        release.bundle.release_id,
+        outcome.receipt_digest,
+    )
     assert ops.cache.load(release.bundle.release_id).record.deployment_id == outcome.deployment_id
     assert ops.recover().action == "nothing_pending"
 
@@ -160,7 +183,9 @@ def test_repair_audit_restores_a_lost_entry_under_its_own_receipt(tmp_path, targ
     assert ops.repair_audit(dry_run=True).action == "would_repair" and ops.cache.audit_log() == []
     outcome = ops.repair_audit()
     assert (outcome.action, outcome.receipt_kind) == ("repaired", "audit_repair")
-    assert [(e.authorized_by, e.receipt_digest) for e in ops.cache.audit_log()] == [("audit_repair", outcome.receipt_digest)]
+    assert [(e.authorized_by, e.receipt_digest) for e in ops.cache.audit_log()] == [
+        ("audit_repair", outcome.receipt_digest)
+    ]
 
 
 def test_repair_audit_refuses_while_an_activation_is_pending(tmp_path, target, release):
@@ -169,7 +194,9 @@ def test_repair_audit_refuses_while_an_activation_is_pending(tmp_path, target, r
     install(ops.cache, target, release)
     newer = synthetic_release(target, edit={"shop/models/orders.sql": b"select 2 as id\n"})
     broken = ReleaseCache(ops.cache.root, admission=target.issuer, clock=target.clock, files=FailingPointer())
-    broken.materialize(newer.bundle, authority=newer.authority, receipt=target.materialization(newer.bundle, newer.authority))
+    broken.materialize(
+        newer.bundle, authority=newer.authority, receipt=target.materialization(newer.bundle, newer.authority)
+    )
     with pytest.raises(ActivationError):
         broken.activate(newer.bundle.release_id, receipt=target.activation(newer.bundle, newer.authority))
     with pytest.raises(ActivationError) as raised:
@@ -212,10 +239,18 @@ def test_rollback_selects_the_previous_deployment_under_a_rollback_receipt(tmp_p
     install(ops.cache, target, release)
     install(ops.cache, target, newer)
     planned = ops.rollback(dry_run=True)
-    assert (planned.action, planned.release_id, planned.previous_release_id) == ("would_roll_back", release.bundle.release_id, newer.bundle.release_id)
+    assert (planned.action, planned.release_id, planned.previous_release_id) == (
+        "would_roll_back",
+        release.bundle.release_id,
+        newer.bundle.release_id,
+    )
     assert ops.cache.current().release_id == newer.bundle.release_id
     outcome = ops.rollback()
-    assert (outcome.action, outcome.release_id, outcome.receipt_kind) == ("rolled_back", release.bundle.release_id, "rollback")
+    assert (outcome.action, outcome.release_id, outcome.receipt_kind) == (
+        "rolled_back",
+        release.bundle.release_id,
+        "rollback",
+    )
     assert ops.cache.current().release_id == release.bundle.release_id
     assert [(e.action, e.authorized_by) for e in ops.cache.audit_log()][-1] == ("rollback", "rollback")
     with pytest.raises(AdmissionError):  # an `activate` receipt never admits a rollback
@@ -236,7 +271,12 @@ def interrupted_publication(target, release, registry):
 def test_gc_dry_run_lists_and_gc_removes_only_unreferenced_objects(tmp_path, target, release):
     orphan = synthetic_release(target, models=None, workloads={"solo": (("raw.solo",), ())}, sequence=2)
     ops = operations(target, release, tmp_path)
-    ops.registry.publish(release.bundle, authority=release.authority, receipt=target.publication(release.bundle, release.authority), admission=target.issuer)
+    ops.registry.publish(
+        release.bundle,
+        authority=release.authority,
+        receipt=target.publication(release.bundle, release.authority),
+        admission=target.issuer,
+    )
     install(ops.cache, target, release)
     interrupted_publication(target, orphan, ops.registry)
     (ops.cache.root / "staging" / "abandoned-0001" / "members").mkdir(parents=True)
@@ -262,7 +302,12 @@ def test_gc_dry_run_lists_and_gc_removes_only_unreferenced_objects(tmp_path, tar
 def test_gc_keeps_blobs_a_commit_references(tmp_path, target, release):
     """Guard: only blobs no commit names are candidates."""
     ops = operations(target, release, tmp_path)
-    ops.registry.publish(release.bundle, authority=release.authority, receipt=target.publication(release.bundle, release.authority), admission=target.issuer)
+    ops.registry.publish(
+        release.bundle,
+        authority=release.authority,
+        receipt=target.publication(release.bundle, release.authority),
+        admission=target.issuer,
+    )
     before = sorted(ops.registry.store.keys("blobs/"))
     assert ops.gc().removed.get("blobs", []) == []
     assert sorted(ops.registry.store.keys("blobs/")) == before
@@ -287,14 +332,21 @@ def test_a_publication_is_refused_while_gc_holds_its_lease(tmp_path, target, rel
     ops = operations(target, release, tmp_path)
     with ops.registry.leases.hold("cleanup"):
         with pytest.raises(LeaseError) as raised:
-            ops.registry.publish(release.bundle, authority=release.authority, receipt=target.publication(release.bundle, release.authority), admission=target.issuer)
+            ops.registry.publish(
+                release.bundle,
+                authority=release.authority,
+                receipt=target.publication(release.bundle, release.authority),
+                admission=target.issuer,
+            )
         assert raised.value.code == "release.cleanup_in_progress"
         assert list(ops.registry.store.keys("blobs/")) == []
     assert list(ops.registry.store.keys("leases/")) == []
 
 
 def test_an_expired_publication_lease_no_longer_blocks_gc_and_is_removed(tmp_path, target, release):
-    registry = ReleaseRegistry(LocalDirectoryStore(tmp_path / "registry"), clock=target.clock, lease_ttl=timedelta(minutes=5))
+    registry = ReleaseRegistry(
+        LocalDirectoryStore(tmp_path / "registry"), clock=target.clock, lease_ttl=timedelta(minutes=5)
+    )
     ops = operations(target, release, tmp_path, registry=registry)
     crashed = registry.leases.hold("publication")
     crashed.__enter__()  # a publication that died: its lease is never deleted
@@ -345,7 +397,9 @@ def test_gc_rechecks_its_receipt_after_taking_the_lease_and_removes_nothing_when
     ops = operations(target, release, tmp_path)
     interrupted_publication(target, release, ops.registry)
     orphans = sorted(ops.registry.unreferenced_blobs())
-    ops.issuer = ReceiptIssuer(target.configuration, RevokedOnceCleanupIsPrepared(target.live, ops.registry.store), target.clock)
+    ops.issuer = ReceiptIssuer(
+        target.configuration, RevokedOnceCleanupIsPrepared(target.live, ops.registry.store), target.clock
+    )
     with pytest.raises(RecoveryRequiredError) as raised:
         ops.gc()
     assert raised.value.code == "authority.recovery_required"

@@ -36,14 +36,23 @@ from tests.release.fabricated import SyntheticTarget, synthetic_release
 
 WORKLOADS = {f"w{index:02d}": ((f"raw.t{index:02d}",), ()) for index in range(12)}
 BINDING_FIELDS = (
-    "authority_family", "purpose", "trust_tier", "policy_digest", "grant_digest",
-    "source_repository_digest", "source_commit", "source_snapshot_digest", "delivery_status",
+    "authority_family",
+    "purpose",
+    "trust_tier",
+    "policy_digest",
+    "grant_digest",
+    "source_repository_digest",
+    "source_commit",
+    "source_snapshot_digest",
+    "delivery_status",
 )
 
 
 @pytest.fixture(scope="module")
 def target() -> SyntheticTarget:
-    return SyntheticTarget(authority=SyntheticAuthority(policy_options={"limits": synthetic_limits(max_workloads=MAX_WORKLOADS)}))
+    return SyntheticTarget(
+        authority=SyntheticAuthority(policy_options={"limits": synthetic_limits(max_workloads=MAX_WORKLOADS)})
+    )
 
 
 @pytest.fixture(scope="module")
@@ -104,9 +113,13 @@ def test_a_paged_release_publishes_fetches_installs_and_loads(target, monkeypatc
     bundle, authority = release.bundle, release.authority
     store = LocalDirectoryStore(tmp_path / "registry")
     registry = ReleaseRegistry(store)
-    registry.publish(bundle, authority=authority, receipt=target.publication(bundle, authority), admission=target.issuer)
+    registry.publish(
+        bundle, authority=authority, receipt=target.publication(bundle, authority), admission=target.issuer
+    )
     fetched = registry.fetch(bundle.release_id)
-    assert dict(fetched.members) == dict(bundle.members) and fetched.ordinary_constituents == bundle.ordinary_constituents
+    assert (
+        dict(fetched.members) == dict(bundle.members) and fetched.ordinary_constituents == bundle.ordinary_constituents
+    )
     cache = ReleaseCache(tmp_path / "cache", admission=target.issuer, clock=target.clock)
     cache.materialize(fetched, authority=authority, receipt=target.materialization(fetched, authority))
     assert cache.load(bundle.release_id).bundle.source_sidecars == bundle.source_sidecars
@@ -195,11 +208,20 @@ def _entries(count: int, changed: int | None = None) -> tuple[list[OrdinaryConst
         cid = "sha256:" + hexed(pack + ("changed" if index == changed else ""))
         ordinary.append(
             OrdinaryConstituent(
-                constituent_id=cid, pack_id=pack, selector=f"flow:{pack}", dag_id=pack,
-                fingerprint="sha256:" + hexed("fp" + pack), dag_content_sha256=hexed("dag" + pack), hook_ids=(),
+                constituent_id=cid,
+                pack_id=pack,
+                selector=f"flow:{pack}",
+                dag_id=pack,
+                fingerprint="sha256:" + hexed("fp" + pack),
+                dag_content_sha256=hexed("dag" + pack),
+                hook_ids=(),
             )
         )
-        sidecars.append(SourceSidecar(constituent_id=cid, path=f"flows/{pack}/sql/{pack}.sql", content_sha256=hexed("sql" + pack), size=100))
+        sidecars.append(
+            SourceSidecar(
+                constituent_id=cid, path=f"flows/{pack}/sql/{pack}.sql", content_sha256=hexed("sql" + pack), size=100
+            )
+        )
     sidecars.sort(key=SourceSidecar.sort_key)
     return ordinary, sidecars
 

@@ -35,12 +35,19 @@ ORDINARY_CONSTITUENT_IDS = [
 SELECTION_FINGERPRINTS = ["sha256:c2a848cc3288dded0ffdeed7f84499cf908c520ed13ce91afa68c3930a000aa3"]
 COMMIT_DIGEST = "sha256:57dafe0826139b22eec24f9a25b506b72062620d44610af79cee8268b1129e6b"
 CACHE_FILES = {
-    "audit.log": ("e56f2014abbc15242f6232f889d3c022f0d4dc64ff96016cbdebca2dab00b6d6", AuditEntry,
-                  "sha256:5781fb44dbf9e2bd32ab420f1dd119b0e4fac47133434589ec6c5435c21d37d8"),
-    "current": ("01667db7219f0c76b700168eec91fa4e6970a146fc98ebba7980f780b8374f49", CurrentPointer,
-                "sha256:340d48b8734d527fd3e8ac85f11c599d0bce5e882d935ef7f954b20528ae55f3"),
+    "audit.log": (
+        "e56f2014abbc15242f6232f889d3c022f0d4dc64ff96016cbdebca2dab00b6d6",
+        AuditEntry,
+        "sha256:5781fb44dbf9e2bd32ab420f1dd119b0e4fac47133434589ec6c5435c21d37d8",
+    ),
+    "current": (
+        "01667db7219f0c76b700168eec91fa4e6970a146fc98ebba7980f780b8374f49",
+        CurrentPointer,
+        "sha256:340d48b8734d527fd3e8ac85f11c599d0bce5e882d935ef7f954b20528ae55f3",
+    ),
     f"deployments/{RELEASE_ID.removeprefix('sha256:')}/deployment.json": (
-        "945f385fe5468554c82707db8c5ac82a5af570c8900ddd4e6ba971a97954f6e7", DeploymentRecord,
+        "945f385fe5468554c82707db8c5ac82a5af570c8900ddd4e6ba971a97954f6e7",
+        DeploymentRecord,
         "sha256:bc6d71f65179c5aa9a51799bbc16090c369623f0b1593dbc1bc0aa2620ec2122",
     ),
 }
@@ -58,13 +65,17 @@ def test_release_identity_constituents_selection_and_commit_are_stable(release) 
     bundle = release.bundle
     assert bundle.release_id == RELEASE_ID
     assert [item.constituent_id for item in bundle.parent.ordinary_constituents] == ORDINARY_CONSTITUENT_IDS
-    assert [project.selection_fingerprint for document in bundle.native for project in document.projects] == SELECTION_FINGERPRINTS
+    assert [
+        project.selection_fingerprint for document in bundle.native for project in document.projects
+    ] == SELECTION_FINGERPRINTS
     assert commit_for(bundle).document_digest() == COMMIT_DIGEST
 
 
 def test_release_cache_documents_are_byte_stable(tmp_path, target, release) -> None:
     cache = ReleaseCache(tmp_path, admission=target.issuer, clock=target.clock)
-    cache.materialize(release.bundle, authority=release.authority, receipt=target.materialization(release.bundle, release.authority))
+    cache.materialize(
+        release.bundle, authority=release.authority, receipt=target.materialization(release.bundle, release.authority)
+    )
     cache.activate(release.bundle.release_id, receipt=target.activation(release.bundle, release.authority))
     for path, (file_sha, model, document_digest) in CACHE_FILES.items():
         data = (tmp_path / path).read_bytes()

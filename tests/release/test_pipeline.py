@@ -67,11 +67,15 @@ class Delivery:
             **grant_overrides,
         )
         self.authority = self.pipeline.verify_authority(grant_bytes, signatures, reconstructed)
-        self.bundle = self.pipeline.compose(authority=self.authority, source=self.tree, native=self.native, ordinary=ordinary)
+        self.bundle = self.pipeline.compose(
+            authority=self.authority, source=self.tree, native=self.native, ordinary=ordinary
+        )
         return self.bundle
 
     def publish(self):
-        return self.pipeline.publish(self.bundle, authority=self.authority, receipt=self.target.publication(self.bundle, self.authority))
+        return self.pipeline.publish(
+            self.bundle, authority=self.authority, receipt=self.target.publication(self.bundle, self.authority)
+        )
 
     def install(self):
         return self.pipeline.install(
@@ -118,7 +122,11 @@ def test_the_synthetic_parent_publishes_installs_and_every_task_is_denied(delive
         assert denial.authority_expires_at == delivery.authority.expires_at
     history = delivery.pipeline.states.history(bundle.release_id)
     assert [e.to_state for e in history if e.outcome == "recorded"] == [
-        ReleaseState.CHECKED, ReleaseState.COMPOSED, ReleaseState.PUBLISHED, ReleaseState.INSTALLED, ReleaseState.DENIED,
+        ReleaseState.CHECKED,
+        ReleaseState.COMPOSED,
+        ReleaseState.PUBLISHED,
+        ReleaseState.INSTALLED,
+        ReleaseState.DENIED,
     ]
 
 
@@ -154,7 +162,9 @@ def test_expiry_blocks_new_attempts_while_history_stays_readable(local, tmp_path
     assert local.pipeline.admit(bundle.release_id, local.tasks()[0]).reason is DenialReason.AUTHORITY_EXPIRED
     refused = [e for e in local.pipeline.states.history(bundle.release_id) if e.outcome == "refused"]
     assert refused and '"admission.expired"' in refused[-1].detail
-    shown = release_summary(inspect_release(local.pipeline.cache.root / "deployments" / bundle.release_id[7:]), local.target.clock.now())
+    shown = release_summary(
+        inspect_release(local.pipeline.cache.root / "deployments" / bundle.release_id[7:]), local.target.clock.now()
+    )
     assert shown["authority_expired"] is True and shown["release_id"] == bundle.release_id
     assert local.pipeline.registry.fetch(bundle.release_id).release_id == bundle.release_id
 
@@ -182,7 +192,9 @@ def test_a_changed_model_gives_a_new_identity(tmp_path, local):
     model = changed_root / "models" / "marts" / "daily_revenue.sql"
     model.write_text(model.read_text() + "\n-- a reviewed change\n")
     with open_source(changed_root, work_dir=tmp_path) as changed_tree:
-        other = Delivery(LocalDirectoryStore(tmp_path / "other"), tmp_path / "other-root", changed_tree, compile_native(changed_tree))
+        other = Delivery(
+            LocalDirectoryStore(tmp_path / "other"), tmp_path / "other-root", changed_tree, compile_native(changed_tree)
+        )
         changed = other.compose().release_id
     assert changed != original
 

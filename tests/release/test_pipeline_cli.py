@@ -21,7 +21,9 @@ def delivered(tmp_path_factory):
     release = synthetic_release(target)
     bundle, authority = release.bundle, release.authority
     registry = ReleaseRegistry(LocalDirectoryStore(root / "registry"))
-    registry.publish(bundle, authority=authority, receipt=target.publication(bundle, authority), admission=target.issuer)
+    registry.publish(
+        bundle, authority=authority, receipt=target.publication(bundle, authority), admission=target.issuer
+    )
     cache = ReleaseCache(root / "cache", admission=target.issuer, clock=target.clock)
     cache.materialize(bundle, authority=authority, receipt=target.materialization(bundle, authority))
     exported = root / "exported"
@@ -42,8 +44,15 @@ def test_show_and_verify_every_kind(delivered, kind):
     shown = runner.invoke(app, ["release", "show", "--json", str(delivered[kind])])
     assert shown.exit_code == 0, shown.output
     data = json.loads(shown.output)
-    assert (data["kind"], data["release_id"], data["delivery_status"]) == (kind, delivered["release_id"], "delivered_dormant")
-    assert data["native_projects"] == {"shop": 2} and {w["pack_id"] for w in data["ordinary_workloads"]} == {"export", "transfer"}
+    assert (data["kind"], data["release_id"], data["delivery_status"]) == (
+        kind,
+        delivered["release_id"],
+        "delivered_dormant",
+    )
+    assert data["native_projects"] == {"shop": 2} and {w["pack_id"] for w in data["ordinary_workloads"]} == {
+        "export",
+        "transfer",
+    }
     verified = runner.invoke(app, ["release", "verify", str(delivered[kind])])
     assert verified.exit_code == 0 and delivered["release_id"] in verified.output
 

@@ -57,7 +57,9 @@ def test_an_identical_retry_moves_denied_back_to_installed_and_never_backwards(m
     assert outcomes == ["unchanged", "unchanged", "recorded", "recorded"]
 
 
-@pytest.mark.parametrize("to", [ReleaseState.COMPOSED, ReleaseState.PUBLISHED, ReleaseState.INSTALLED, ReleaseState.DENIED])
+@pytest.mark.parametrize(
+    "to", [ReleaseState.COMPOSED, ReleaseState.PUBLISHED, ReleaseState.INSTALLED, ReleaseState.DENIED]
+)
 def test_skipping_a_state_is_refused(machine, to):
     with pytest.raises(StateTransitionError) as raised:
         machine.advance(RELEASE, to)
@@ -122,15 +124,26 @@ def test_checked_is_recorded_before_composition_and_composed_after(tmp_path):
     assert pipeline.states.current(release_id) is ReleaseState.CHECKED
     checked, attempt = pipeline.states.history(release_id)
     assert (checked.from_state, checked.to_state, checked.outcome) == (None, ReleaseState.CHECKED, "recorded")
-    assert json.loads(checked.detail) == {"native": len(release.native.membership), "ordinary": len(release.ordinary.workloads)}
+    assert json.loads(checked.detail) == {
+        "native": len(release.native.membership),
+        "ordinary": len(release.ordinary.workloads),
+    }
     assert (attempt.to_state, attempt.outcome, json.loads(attempt.detail)) == (
-        ReleaseState.COMPOSED, "refused", {"code": "release.source_closure_mismatch"}
+        ReleaseState.COMPOSED,
+        "refused",
+        {"code": "release.source_closure_mismatch"},
     )
 
-    bundle = pipeline.compose(authority=release.authority, source=release.source, native=release.native, ordinary=release.ordinary)
+    bundle = pipeline.compose(
+        authority=release.authority, source=release.source, native=release.native, ordinary=release.ordinary
+    )
     assert bundle.release_id == release_id and pipeline.states.current(release_id) is ReleaseState.COMPOSED
     composed = pipeline.states.history(release_id)[-1]
-    assert (composed.from_state, composed.to_state, composed.outcome) == (ReleaseState.CHECKED, ReleaseState.COMPOSED, "recorded")
+    assert (composed.from_state, composed.to_state, composed.outcome) == (
+        ReleaseState.CHECKED,
+        ReleaseState.COMPOSED,
+        "recorded",
+    )
 
 
 def test_effective_limits_take_the_workload_term(tmp_path):
@@ -160,5 +173,11 @@ def test_effective_limits_take_the_workload_term(tmp_path):
     workloads = len(source.native_membership) + len(source.ordinary_membership)
     assert grant.max_workloads > workloads
     assert receipt.effective_limits == workload_limits(source)
-    assert (receipt.effective_limits.max_workloads, receipt.effective_limits.max_source_bytes) == (workloads, source.source_bytes)
-    assert (receipt.effective_limits.max_cpu_millicores, receipt.effective_limits.max_memory_bytes) == (300, 256 * 1024**2)
+    assert (receipt.effective_limits.max_workloads, receipt.effective_limits.max_source_bytes) == (
+        workloads,
+        source.source_bytes,
+    )
+    assert (receipt.effective_limits.max_cpu_millicores, receipt.effective_limits.max_memory_bytes) == (
+        300,
+        256 * 1024**2,
+    )

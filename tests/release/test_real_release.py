@@ -76,7 +76,9 @@ def test_twenty_compositions_of_the_real_compile_give_one_identity_and_identical
     for run in range(20):
         stage = tmp_path / f"stage-{run}"
         stage.mkdir()
-        built = compose_real(real_compile.tree, real_compile.native, tmp_path / f"root-{run}", target=SyntheticTarget(), work_dir=stage)
+        built = compose_real(
+            real_compile.tree, real_compile.native, tmp_path / f"root-{run}", target=SyntheticTarget(), work_dir=stage
+        )
         identities.add(built.bundle.release_id)
         tree = release_tree(built.bundle)
         first = first or tree
@@ -85,7 +87,9 @@ def test_twenty_compositions_of_the_real_compile_give_one_identity_and_identical
 
 
 @pytest.mark.slow
-def test_a_second_full_run_with_dbt_in_fresh_directories_gives_the_golden_identity(real_compile, real_release, tmp_path, monkeypatch):
+def test_a_second_full_run_with_dbt_in_fresh_directories_gives_the_golden_identity(
+    real_compile, real_release, tmp_path, monkeypatch
+):
     """Two full runs (source extraction, dbt compile, capture, compose): the session's and this one.
 
     This one runs from another extraction and stage directory, another working directory and
@@ -99,6 +103,8 @@ def test_a_second_full_run_with_dbt_in_fresh_directories_gives_the_golden_identi
         assert tree.root != real_compile.tree.root
         native = pipeline_for(SyntheticTarget(), fresh / "state", work_dir=fresh).compile_native(tree)
         again = compose_real(tree, native, fresh / "state", work_dir=fresh).bundle
-    assert [p.selection_document for p in native.projects] == [p.selection_document for p in real_compile.native.projects]
+    assert [p.selection_document for p in native.projects] == [
+        p.selection_document for p in real_compile.native.projects
+    ]
     assert release_tree(again) == release_tree(real_release.bundle)
     assert again.release_id == real_release.bundle.release_id == json.loads(GOLDEN.read_text())["release_id"]

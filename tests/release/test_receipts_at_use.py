@@ -42,7 +42,9 @@ def hand_built(receipt):
 
 
 def re_dated(receipt):
-    return receipt.model_copy(update={"expires_at": format_timestamp(parse_timestamp(receipt.verified_at) + timedelta(days=365))})
+    return receipt.model_copy(
+        update={"expires_at": format_timestamp(parse_timestamp(receipt.verified_at) + timedelta(days=365))}
+    )
 
 
 def re_targeted(receipt):
@@ -68,17 +70,23 @@ class Delivery:
 
     def state(self) -> dict[str, bytes]:
         roots = (self.registry.store.root, self.cache.root)
-        return {str(p): p.read_bytes() for root in roots if root.exists() for p in sorted(root.rglob("*")) if p.is_file()}
+        return {
+            str(p): p.read_bytes() for root in roots if root.exists() for p in sorted(root.rglob("*")) if p.is_file()
+        }
 
     def materialize(self, release: SyntheticRelease | None = None) -> None:
         release = release or self.release
         self.cache.materialize(
-            release.bundle, authority=release.authority, receipt=self.target.materialization(release.bundle, release.authority)
+            release.bundle,
+            authority=release.authority,
+            receipt=self.target.materialization(release.bundle, release.authority),
         )
 
     def install(self, release: SyntheticRelease) -> None:
         self.materialize(release)
-        self.cache.activate(release.bundle.release_id, receipt=self.target.activation(release.bundle, release.authority))
+        self.cache.activate(
+            release.bundle.release_id, receipt=self.target.activation(release.bundle, release.authority)
+        )
 
 
 @pytest.fixture
@@ -91,17 +99,23 @@ def delivery(tmp_path, target, release) -> Delivery:
 def _publish(d: Delivery):
     """(genuine receipt, the protected operation given a receipt)."""
     bundle, authority = d.release.bundle, d.release.authority
-    return d.target.publication(bundle, authority), lambda r: d.registry.publish(bundle, authority=authority, receipt=r, admission=d.target.issuer)
+    return d.target.publication(bundle, authority), lambda r: d.registry.publish(
+        bundle, authority=authority, receipt=r, admission=d.target.issuer
+    )
 
 
 def _materialize(d: Delivery):
     bundle, authority = d.release.bundle, d.release.authority
-    return d.target.materialization(bundle, authority), lambda r: d.cache.materialize(bundle, authority=authority, receipt=r)
+    return d.target.materialization(bundle, authority), lambda r: d.cache.materialize(
+        bundle, authority=authority, receipt=r
+    )
 
 
 def _activate(d: Delivery):
     d.materialize()
-    return d.target.activation(d.release.bundle, d.release.authority), lambda r: d.cache.activate(d.release.bundle.release_id, receipt=r)
+    return d.target.activation(d.release.bundle, d.release.authority), lambda r: d.cache.activate(
+        d.release.bundle.release_id, receipt=r
+    )
 
 
 def _rollback(d: Delivery):
@@ -117,15 +131,21 @@ def _recover(d: Delivery):
     d.materialize()
     failing = ReleaseCache(d.cache.root, admission=d.target.issuer, clock=d.target.clock, files=FailsAtPointerCommit())
     with pytest.raises(DponeError):
-        failing.activate(d.release.bundle.release_id, receipt=d.target.activation(d.release.bundle, d.release.authority))
+        failing.activate(
+            d.release.bundle.release_id, receipt=d.target.activation(d.release.bundle, d.release.authority)
+        )
     assert d.cache.pending() is not None
-    return d.target.activation(d.release.bundle, d.release.authority, "pointer_recovery"), lambda r: d.cache.recover(receipt=r)
+    return d.target.activation(d.release.bundle, d.release.authority, "pointer_recovery"), lambda r: d.cache.recover(
+        receipt=r
+    )
 
 
 def _repair_audit(d: Delivery):
     d.install(d.release)
     (d.cache.root / "audit.log").write_bytes(b"")
-    return d.target.activation(d.release.bundle, d.release.authority, "audit_repair"), lambda r: d.cache.repair_audit(receipt=r)
+    return d.target.activation(d.release.bundle, d.release.authority, "audit_repair"), lambda r: d.cache.repair_audit(
+        receipt=r
+    )
 
 
 def _cleanup(d: Delivery):
@@ -183,7 +203,9 @@ def test_a_hand_built_authority_receipt_issues_nothing_and_admits_nothing(delive
         "admission.receipt_unauthenticated",
     )
     _refused(
-        lambda: delivery.cache.materialize(bundle, authority=forged, receipt=delivery.target.materialization(bundle, authority)),
+        lambda: delivery.cache.materialize(
+            bundle, authority=forged, receipt=delivery.target.materialization(bundle, authority)
+        ),
         "admission.receipt_unauthenticated",
     )
     assert delivery.state() == {}
@@ -193,12 +215,17 @@ def test_a_receipt_issued_under_another_grant_does_not_admit_this_release(delive
     """Sealed, but issued for this release under a second verified grant: the grant digest decides."""
     bundle, authority = delivery.release.bundle, delivery.release.authority
     other = delivery.target.verify(
-        native=authority.native_membership, ordinary=authority.ordinary_membership, source_bytes=bundle.source_bytes, sequence=2
+        native=authority.native_membership,
+        ordinary=authority.ordinary_membership,
+        source_bytes=bundle.source_bytes,
+        sequence=2,
     )
     projection = delivery.target.projection(bundle, authority).model_copy(update={"grant_digest": other.grant_digest})
     receipt = delivery.target.issuer.issue_publication(other, projection)
     _refused(
-        lambda: delivery.registry.publish(bundle, authority=authority, receipt=receipt, admission=delivery.target.issuer),
+        lambda: delivery.registry.publish(
+            bundle, authority=authority, receipt=receipt, admission=delivery.target.issuer
+        ),
         "admission.binding_mismatch",
     )
     assert delivery.state() == {}
@@ -224,6 +251,8 @@ def test_the_clamp_to_the_grant_expiry_holds_on_its_own(delivery):
     delivery.target.clock.moment = grant_expiry - timedelta(minutes=30)
     genuine, protected = _publish(delivery)
     assert genuine.expires_at == delivery.release.authority.expires_at
-    stretched = PROCESS_SEAL.seal(genuine.model_copy(update={"expires_at": format_timestamp(grant_expiry + timedelta(minutes=15))}))
+    stretched = PROCESS_SEAL.seal(
+        genuine.model_copy(update={"expires_at": format_timestamp(grant_expiry + timedelta(minutes=15))})
+    )
     _refused(lambda: protected(stretched), "admission.receipt_outlives_grant")
     assert delivery.state() == {}

@@ -21,7 +21,11 @@ def store(request, tmp_path):
 
 def admitting(target, release):
     """The publication arguments: authority, a freshly issued receipt, and the live target check."""
-    return {"authority": release.authority, "receipt": target.publication(release.bundle, release.authority), "admission": target.issuer}
+    return {
+        "authority": release.authority,
+        "receipt": target.publication(release.bundle, release.authority),
+        "admission": target.issuer,
+    }
 
 
 def test_publish_then_fetch_returns_every_byte(store, target, release):
@@ -46,7 +50,9 @@ def test_identical_retry_writes_zero_bytes_and_keeps_the_identity(store, target,
 
 def test_refused_admission_leaves_the_registry_empty(store, target, release):
     with pytest.raises(Exception) as raised:
-        ReleaseRegistry(store).publish(release.bundle, authority=release.authority, receipt=None, admission=target.issuer)
+        ReleaseRegistry(store).publish(
+            release.bundle, authority=release.authority, receipt=None, admission=target.issuer
+        )
     assert raised.value.code == "admission.receipt_missing"
     assert list(store.keys()) == []
 
@@ -121,7 +127,9 @@ def test_a_failed_reread_is_uncertain_never_success(tmp_path, target, release):
     for fail_at in (2, reads_before_commit):
         store = LocalDirectoryStore(tmp_path / f"r{fail_at}")
         with pytest.raises(DurabilityUncertainError):
-            ReleaseRegistry(FailingStore(store, fail_at, reads=True)).publish(release.bundle, **admitting(target, release))
+            ReleaseRegistry(FailingStore(store, fail_at, reads=True)).publish(
+                release.bundle, **admitting(target, release)
+            )
         assert list(store.keys(RELEASES)) == []
 
 

@@ -22,7 +22,9 @@ from dpone_dagster.release.source import snapshot as source_module
 from dpone_dagster.release.source.archive import CheckoutFormat, SourceError, SourceLimits
 from dpone_dagster.release.source.snapshot import SNAPSHOT_KIND, open_source
 
-SMALL = SourceLimits(max_members=20, max_file_bytes=4096, max_total_bytes=16384, max_compression_ratio=10, ratio_floor_bytes=1024)
+SMALL = SourceLimits(
+    max_members=20, max_file_bytes=4096, max_total_bytes=16384, max_compression_ratio=10, ratio_floor_bytes=1024
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -89,18 +91,50 @@ def raw_zip(entries: list[dict]) -> bytes:
         data = entry["data"]
         stored = zlib.compress(data)[2:-4] if entry.get("method", 8) == 8 else data
         entry["_stored"] = stored
-        body += struct.pack(
-            "<4s5H3L2H", b"PK\x03\x04", 20, entry.get("flags", 0), entry.get("method", 8), 0, 0,
-            entry.get("crc", zlib.crc32(data)), len(stored), entry.get("size", len(data)), len(name), 0,
-        ) + name + stored
+        body += (
+            struct.pack(
+                "<4s5H3L2H",
+                b"PK\x03\x04",
+                20,
+                entry.get("flags", 0),
+                entry.get("method", 8),
+                0,
+                0,
+                entry.get("crc", zlib.crc32(data)),
+                len(stored),
+                entry.get("size", len(data)),
+                len(name),
+                0,
+            )
+            + name
+            + stored
+        )
     for entry, offset in zip(entries, offsets):
         source = entry if "_stored" in entry else next(e for e in entries if "_stored" in e)
         data = source["data"]
-        central += struct.pack(
-            "<4s6H3L5H2L", b"PK\x01\x02", (3 << 8) | 20, 20, entry.get("flags", 0), entry.get("method", 8), 0, 0,
-            entry.get("crc", zlib.crc32(data)), len(source["_stored"]), entry.get("size", len(data)),
-            len(entry["name"]), 0, 0, 0, 0, entry.get("attr", (stat.S_IFREG | 0o644) << 16), offset,
-        ) + entry["name"]
+        central += (
+            struct.pack(
+                "<4s6H3L5H2L",
+                b"PK\x01\x02",
+                (3 << 8) | 20,
+                20,
+                entry.get("flags", 0),
+                entry.get("method", 8),
+                0,
+                0,
+                entry.get("crc", zlib.crc32(data)),
+                len(source["_stored"]),
+                entry.get("size", len(data)),
+                len(entry["name"]),
+                0,
+                0,
+                0,
+                0,
+                entry.get("attr", (stat.S_IFREG | 0o644) << 16),
+                offset,
+            )
+            + entry["name"]
+        )
     end = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, len(entries), len(entries), len(central), len(body), 0)
     return body + central + end
 
@@ -137,13 +171,22 @@ def test_checkout_tar_and_zip_give_one_snapshot(checkout: Path, tmp_path: Path) 
     work = tmp_path / "work"
     work.mkdir()
     built = build_source_archive(checkout, tmp_path / "source.tar.gz")
-    zipped = make_zip(tmp_path / "source.zip", [(f.path, (checkout / f.path).read_bytes()) for f in built.snapshot.files])
-    plain = make_tar(tmp_path / "source.tar", [(f.path, "file", (checkout / f.path).read_bytes()) for f in built.snapshot.files])
+    zipped = make_zip(
+        tmp_path / "source.zip", [(f.path, (checkout / f.path).read_bytes()) for f in built.snapshot.files]
+    )
+    plain = make_tar(
+        tmp_path / "source.tar", [(f.path, "file", (checkout / f.path).read_bytes()) for f in built.snapshot.files]
+    )
     trees = [open_source(p, work_dir=work) for p in (checkout, tmp_path / "source.tar.gz", zipped, plain)]
     try:
         digests = {tree.snapshot.digest for tree in trees}
         assert len(digests) == 1
-        assert [f.path for f in trees[0].snapshot.files] == ["dbt_project.yml", "flows/a/flow.yaml", "flows/a/sql/01.sql", "models/orders.sql"]
+        assert [f.path for f in trees[0].snapshot.files] == [
+            "dbt_project.yml",
+            "flows/a/flow.yaml",
+            "flows/a/sql/01.sql",
+            "models/orders.sql",
+        ]
         assert trees[1].archive_sha256 == built.sha256
         assert trees[0].archive_sha256 is None
         for tree in trees:
@@ -165,7 +208,10 @@ def test_snapshot_digest_is_domain_separated_over_sorted_pairs(checkout: Path, t
         assert tree.snapshot.digest == expected
     one = source_module.SourceSnapshot((source_module.SourceFile("a", "0" * 64, 1),))
     # Golden vector: persisted in releases, must never change.
-    assert one.digest == "sha256:" + hashlib.sha256(b'dpone:dpone.source-snapshot.v1\x00[["a","' + b"0" * 64 + b'"]]').hexdigest()
+    assert (
+        one.digest
+        == "sha256:" + hashlib.sha256(b'dpone:dpone.source-snapshot.v1\x00[["a","' + b"0" * 64 + b'"]]').hexdigest()
+    )
 
 
 def test_builder_is_deterministic_and_content_sensitive(tmp_path: Path) -> None:

@@ -55,7 +55,9 @@ def test_git_archives_bind_by_the_commit_they_record(tmp_path: Path) -> None:
     head = git_checkout(tmp_path / "repo")
     for fmt in ("tar", "tar.gz", "zip"):
         archive = tmp_path / f"source.{fmt}"
-        subprocess.run(["git", "-C", str(tmp_path / "repo"), "archive", f"--format={fmt}", "-o", str(archive), "HEAD"], check=True)
+        subprocess.run(
+            ["git", "-C", str(tmp_path / "repo"), "archive", f"--format={fmt}", "-o", str(archive), "HEAD"], check=True
+        )
         with open_source(archive, work_dir=tmp_path) as tree:
             assert tree.declared_commit == head
             bind_source_commit(archive, tree, head)
@@ -92,14 +94,19 @@ def test_compose_records_the_archive_sha256_in_the_release_state(monkeypatch: py
 
     from dpone_dagster.release import pipeline as pipeline_module
 
-    bundle = SimpleNamespace(release_id="sha256:" + "ab" * 32, native_membership=(), ordinary_membership=("w",), source_bytes=7)
+    bundle = SimpleNamespace(
+        release_id="sha256:" + "ab" * 32, native_membership=(), ordinary_membership=("w",), source_bytes=7
+    )
     checked = SimpleNamespace(release_id=bundle.release_id)
     monkeypatch.setattr(pipeline_module, "check_composition", lambda **_: checked)
     monkeypatch.setattr(pipeline_module, "compose_checked", lambda *_args, **_: bundle)
     recorded: list[tuple] = []
     states = SimpleNamespace(advance=lambda release_id, state, **detail: recorded.append((state.value, detail)))
     service = pipeline_module.ReleasePipeline(None, "", None, None, None, None, states=states)  # type: ignore[arg-type]
-    for sha, expected in (("cd" * 32, {"source_bytes": 7, "source_archive_sha256": "cd" * 32}), (None, {"source_bytes": 7})):
+    for sha, expected in (
+        ("cd" * 32, {"source_bytes": 7, "source_archive_sha256": "cd" * 32}),
+        (None, {"source_bytes": 7}),
+    ):
         recorded.clear()
         service.compose(authority=None, source=SimpleNamespace(archive_sha256=sha), native=None, ordinary=None)  # type: ignore[arg-type]
         assert recorded[-1] == ("Composed", expected)

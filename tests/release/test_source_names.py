@@ -22,7 +22,9 @@ NAME_CODES = {
 }
 SET_CODES = NAME_CODES | {"source.duplicate_member", "source.case_collision", "source.path_conflict"}
 
-hostile_alphabet = st.sampled_from(["a", "A", "b", "/", ".", "..", "\\", ":", "C:", "\x00", "\n", "\u00e9", "e\u0301", "\ufb01", "fi", "\udcff", " "])
+hostile_alphabet = st.sampled_from(
+    ["a", "A", "b", "/", ".", "..", "\\", ":", "C:", "\x00", "\n", "\u00e9", "e\u0301", "\ufb01", "fi", "\udcff", " "]
+)
 hostile_names = st.lists(hostile_alphabet, min_size=1, max_size=8).map("".join)
 any_names = st.one_of(hostile_names, st.text(max_size=40))
 

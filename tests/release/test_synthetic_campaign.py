@@ -147,7 +147,9 @@ def test_sql_that_skipped_the_reader_cannot_leave_the_lake(tmp_path: Path, state
 # ---------------------------------------------------------------------------------------------
 # the kernel below DuckDB: the worker process is confined like a fork's
 
-needs_landlock = pytest.mark.skipif(abi_version() < 1, reason="this kernel reports no Landlock ABI: nothing to prove here")
+needs_landlock = pytest.mark.skipif(
+    abi_version() < 1, reason="this kernel reports no Landlock ABI: nothing to prove here"
+)
 
 
 @needs_landlock
@@ -158,9 +160,13 @@ def test_the_worker_process_can_write_only_beneath_its_lake(tmp_path: Path) -> N
         "import sys; from pathlib import Path; from dpone_dagster.release.runtime.sandbox_worker import confine; "
         "assert confine(Path(sys.argv[1])); Path(sys.argv[2]).write_text('x')"
     )
-    inside = subprocess.run([sys.executable, "-c", script, str(lake), str(lake / "own.txt")], capture_output=True, check=False)
+    inside = subprocess.run(
+        [sys.executable, "-c", script, str(lake), str(lake / "own.txt")], capture_output=True, check=False
+    )
     assert inside.returncode == 0, inside.stderr.decode()[-300:]
-    escape = subprocess.run([sys.executable, "-c", script, str(lake), str(outside / "leak.txt")], capture_output=True, check=False)
+    escape = subprocess.run(
+        [sys.executable, "-c", script, str(lake), str(outside / "leak.txt")], capture_output=True, check=False
+    )
     assert escape.returncode != 0 and b"PermissionError" in escape.stderr
     assert list(outside.iterdir()) == []
 
@@ -168,5 +174,11 @@ def test_the_worker_process_can_write_only_beneath_its_lake(tmp_path: Path) -> N
 @needs_landlock
 def test_a_synthetic_task_runs_kernel_confined(tmp_path: Path) -> None:
     writer, credentials = _writer(tmp_path)
-    run = SandboxRun(str(writer.lake_dir), [("flow_lake", "flow_lake.duckdb", False)], "flow_lake", [("x.sql", "create table main.t as select 1 as a")], ["main.t"])
+    run = SandboxRun(
+        str(writer.lake_dir),
+        [("flow_lake", "flow_lake.duckdb", False)],
+        "flow_lake",
+        [("x.sql", "create table main.t as select 1 as a")],
+        ["main.t"],
+    )
     assert run_sandboxed(run) == {"statements": 1, "rows": {"main.t": 1}, "kernel_confined": True}

@@ -80,13 +80,15 @@ def _write_config(path: Path, env: LakeEnv, postgres_server, catalog_db: str) ->
     config = {
         "control_store_url": postgres_server.url(catalog_db),
         "dbt_project_dir": "dbt_project_synthetic",  # this repository's project (the root is REPO_ROOT)
-        "lakes": [{
-            "name": "main",
-            "catalog": lake.catalog,
-            "data_path": lake.data_path,
-            "storage": lake.storage.model_dump(mode="json", exclude_none=True),
-            "attach_args": dict(lake.attach_args),
-        }],
+        "lakes": [
+            {
+                "name": "main",
+                "catalog": lake.catalog,
+                "data_path": lake.data_path,
+                "storage": lake.storage.model_dump(mode="json", exclude_none=True),
+                "attach_args": dict(lake.attach_args),
+            }
+        ],
     }
     path.write_text(yaml.safe_dump(config), encoding="utf-8")
 
@@ -98,7 +100,8 @@ def _dagster_home(home: Path) -> None:
     # the same coordinator, configured as a busy deployment would: StartRun blocks until the run
     # worker has loaded the definitions, so a one-thread dequeue starts nine runs one load apart
     documented["run_coordinator"] = {
-        "module": "dagster._core.run_coordinator", "class": "QueuedRunCoordinator",
+        "module": "dagster._core.run_coordinator",
+        "class": "QueuedRunCoordinator",
         "config": {"dequeue_use_threads": True, "dequeue_num_workers": 9, "dequeue_interval_seconds": 1},
     }
     home.mkdir()
@@ -135,12 +138,28 @@ class Deployment:
                 "DPONE_STATE_DIR": str(self.tmp / "state" / workspace),
                 "DPONE_CONCURRENCY_MODEL": ".".join(model),
             }
-            self.procs.append(subprocess.Popen(
-                [str(BIN / "dagster"), "api", "grpc", "-f", location, "-a", "defs", "-h", "127.0.0.1",
-                 "-p", str(port)],
-                cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, start_new_session=True,
-                stderr=open(self.tmp / f"grpc-{workspace}.log", "w"),
-            ))
+            self.procs.append(
+                subprocess.Popen(
+                    [
+                        str(BIN / "dagster"),
+                        "api",
+                        "grpc",
+                        "-f",
+                        location,
+                        "-a",
+                        "defs",
+                        "-h",
+                        "127.0.0.1",
+                        "-p",
+                        str(port),
+                    ],
+                    cwd=REPO_ROOT,
+                    env=env,
+                    stdout=subprocess.DEVNULL,
+                    start_new_session=True,
+                    stderr=open(self.tmp / f"grpc-{workspace}.log", "w"),
+                )
+            )
             entries.append({"grpc_server": {"host": "127.0.0.1", "port": port, "location_name": workspace}})
         self.workspace_yaml = self.tmp / "workspace.yaml"
         self.workspace_yaml.write_text(yaml.safe_dump({"load_from": entries}), encoding="utf-8")
@@ -148,10 +167,16 @@ class Deployment:
     def start_daemon(self) -> None:
         self._wait_servers()
         log = open(self.tmp / "daemon.log", "w")
-        self.procs.append(subprocess.Popen(
-            [str(BIN / "dagster-daemon"), "run", "-w", str(self.workspace_yaml)],
-            cwd=self.tmp, env=self.base_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        ))
+        self.procs.append(
+            subprocess.Popen(
+                [str(BIN / "dagster-daemon"), "run", "-w", str(self.workspace_yaml)],
+                cwd=self.tmp,
+                env=self.base_env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        )
 
     def _wait_servers(self, timeout: float = 400) -> None:
         from dagster._grpc.client import DagsterGrpcClient
@@ -165,8 +190,10 @@ class Deployment:
                     break
                 except Exception:
                     if time.monotonic() > deadline:
-                        raise AssertionError(f"code server of {workspace} did not start: "
-                                             + (self.tmp / f"grpc-{workspace}.log").read_text()[-2000:])
+                        raise AssertionError(
+                            f"code server of {workspace} did not start: "
+                            + (self.tmp / f"grpc-{workspace}.log").read_text()[-2000:]
+                        )
                     time.sleep(0.5)
 
     def stop(self) -> None:
@@ -189,11 +216,20 @@ class Deployment:
 def _launch(context, workspace: str) -> str:
     from dagster_graphql.test.utils import execute_dagster_graphql
 
-    result = execute_dagster_graphql(context, LAUNCH, {"executionParams": {
-        "selector": {"repositoryLocationName": workspace, "repositoryName": "__repository__",
-                     "pipelineName": "concurrency_job"},
-        "mode": "default",
-    }})
+    result = execute_dagster_graphql(
+        context,
+        LAUNCH,
+        {
+            "executionParams": {
+                "selector": {
+                    "repositoryLocationName": workspace,
+                    "repositoryName": "__repository__",
+                    "pipelineName": "concurrency_job",
+                },
+                "mode": "default",
+            }
+        },
+    )
     launched = result.data["launchPipelineExecution"]
     assert launched["__typename"] == "LaunchRunSuccess", launched
     return launched["run"]["runId"]
@@ -226,7 +262,9 @@ def _run_errors(instance, run_id: str) -> list[str]:
 
 
 def _table_files(env: LakeEnv, workspace: str, schema: str, table: str) -> set[str]:
-    rows = _sql(env, workspace, f"SELECT data_file FROM ducklake_list_files('lake_main', '{table}', schema => '{schema}')")
+    rows = _sql(
+        env, workspace, f"SELECT data_file FROM ducklake_list_files('lake_main', '{table}', schema => '{schema}')"
+    )
     return {r[0] for r in rows}
 
 
@@ -249,15 +287,18 @@ def check_isolation(env: LakeEnv, s3_server, bucket: str, before, raw_counts, fo
     # prod: unchanged except the prod run's own table
     after = fingerprint(env, "prod")
     assert after.snapshots[: len(before.snapshots)] == before.snapshots
-    new_changes = " ".join(s[2] for s in after.snapshots[len(before.snapshots):])
+    new_changes = " ".join(s[2] for s in after.snapshots[len(before.snapshots) :])
     assert new_changes and table not in new_changes and "raw_" not in new_changes, new_changes
     assert set(before.catalog_files) <= set(after.catalog_files)
     assert set(before.stored_files) <= set(after.stored_files)
     prod_new = set(after.stored_files) - set(before.stored_files)
     assert prod_new and prod_new <= _table_files(env, "prod", *PROD_MODEL), prod_new
     assert _sql(env, "prod", RAW_COUNTS) == raw_counts
-    assert not _sql(env, "prod", "SELECT 1 FROM information_schema.tables WHERE table_catalog = 'lake_main' "
-                                 f"AND table_name = '{table}'")
+    assert not _sql(
+        env,
+        "prod",
+        f"SELECT 1 FROM information_schema.tables WHERE table_catalog = 'lake_main' AND table_name = '{table}'",
+    )
 
 
 def test_eight_fork_runs_and_a_prod_run_at_once(tmp_path, postgres_server, s3_server, monkeypatch):
@@ -277,20 +318,27 @@ def test_eight_fork_runs_and_a_prod_run_at_once(tmp_path, postgres_server, s3_se
     home = tmp_path / "dagster_home"
     _dagster_home(home)
     dagster_env = {
-        "DAGSTER_HOME": str(home), "DAGSTER_PG_HOST": postgres_server.host,
-        "DAGSTER_PG_PORT": str(postgres_server.port), "DAGSTER_PG_DB": dagster_db,
-        "DAGSTER_PG_USER": postgres_server.user, "DAGSTER_PG_PASSWORD": "unused-by-trust-auth",
+        "DAGSTER_HOME": str(home),
+        "DAGSTER_PG_HOST": postgres_server.host,
+        "DAGSTER_PG_PORT": str(postgres_server.port),
+        "DAGSTER_PG_DB": dagster_db,
+        "DAGSTER_PG_USER": postgres_server.user,
+        "DAGSTER_PG_PASSWORD": "unused-by-trust-auth",
     }
     base_env = {k: v for k, v in os.environ.items() if not k.startswith(("DPONE_", "DAGSTER_"))}
     base_env.update(dagster_env)
-    base_env.update({
-        "DPONE_CONFIG": str(config_path), "DPONE_PROJECT_ROOT": str(REPO_ROOT),
-        "DPONE_STATE_DIR": str(tmp_path / "state" / "setup"),
-        "DPONE_TEST_S3_KEY_ID": s3_server.key_id, "DPONE_TEST_S3_SECRET": s3_server.secret,
-        # each workspace's processes have a state folder of their own, so the fork role passwords'
-        # sealing key comes from the environment, as docs/deploy says for such deployments
-        "DPONE_FORK_ROLE_KEY": Fernet.generate_key().decode(),
-    })
+    base_env.update(
+        {
+            "DPONE_CONFIG": str(config_path),
+            "DPONE_PROJECT_ROOT": str(REPO_ROOT),
+            "DPONE_STATE_DIR": str(tmp_path / "state" / "setup"),
+            "DPONE_TEST_S3_KEY_ID": s3_server.key_id,
+            "DPONE_TEST_S3_SECRET": s3_server.secret,
+            # each workspace's processes have a state folder of their own, so the fork role passwords'
+            # sealing key comes from the environment, as docs/deploy says for such deployments
+            "DPONE_FORK_ROLE_KEY": Fernet.generate_key().decode(),
+        }
+    )
     monkeypatch.setenv("DPONE_FORK_ROLE_KEY", base_env["DPONE_FORK_ROLE_KEY"])
     for key, value in dagster_env.items():
         monkeypatch.setenv(key, value)
@@ -320,7 +368,9 @@ def test_eight_fork_runs_and_a_prod_run_at_once(tmp_path, postgres_server, s3_se
         from dpone_dagster.defs.dbt.assets import synthetic_dbt_assets
 
         built = materialize(
-            [synthetic_dbt_assets], resources=dict(deployed.resources or {}), raise_on_error=False,
+            [synthetic_dbt_assets],
+            resources=dict(deployed.resources or {}),
+            raise_on_error=False,
             selection=[AssetKey(["main", "raw", "raw_orders"]), AssetKey(["main", "raw", "raw_customers"])],
         )
         assert built.success
@@ -347,13 +397,18 @@ def test_eight_fork_runs_and_a_prod_run_at_once(tmp_path, postgres_server, s3_se
             runs = _wait(instance, run_ids)
             timings["concurrent_s"] = time.monotonic() - started
             lap("runs_done_s")
-            failures = {r.tags.get("dpone/workspace"): _run_errors(instance, r.run_id)
-                        for r in runs if r.status.value != "SUCCESS"}
+            failures = {
+                r.tags.get("dpone/workspace"): _run_errors(instance, r.run_id)
+                for r in runs
+                if r.status.value != "SUCCESS"
+            }
             assert not failures, failures
             assert {r.tags.get("dpone/workspace") for r in runs} == {"prod", *FORKS}
             stats = [instance.get_run_stats(r) for r in run_ids]
             timings["all_nine_overlapped"] = min(s.end_time for s in stats) > max(s.start_time for s in stats)
-            timings["run_start_spread_s"] = round(max(s.start_time for s in stats) - min(s.start_time for s in stats), 1)
+            timings["run_start_spread_s"] = round(
+                max(s.start_time for s in stats) - min(s.start_time for s in stats), 1
+            )
             # no conflict surfaced anywhere in the event logs
             for run_id in run_ids:
                 assert not any("Failed to commit DuckLake" in t for t in _run_errors(instance, run_id))

@@ -50,7 +50,10 @@ def test_the_shape_has_every_layer_fan_in_fan_out_incremental_scd2_and_tests(tmp
     assert tested == MODELS
     scd2 = next(n for n in nodes.values() if n["materialized"] == "scd2")
     assert "is_current" in (dbt / "models" / "marts" / f"{scd2['name']}.sql").read_text()
-    assert "plugins:" in (dbt / "profiles.yml").read_text() and "dpone_dagster.lake.dbt_plugin" in (dbt / "profiles.yml").read_text()
+    assert (
+        "plugins:" in (dbt / "profiles.yml").read_text()
+        and "dpone_dagster.lake.dbt_plugin" in (dbt / "profiles.yml").read_text()
+    )
     assert json.loads((root / DBT_DIR / "scale_project.json").read_text())["seed"] == 3
 
 

@@ -117,7 +117,9 @@ def test_the_generated_project_loads_as_a_code_location_with_every_model_and_che
     expected = sorted(f"main/{node['table'].replace('.', '/')}" for node in summary["nodes"])
     assert len(loaded["dbt_assets"]) == MODELS
     assert loaded["dbt_assets"] == expected
-    expected_checks = sorted(f"{asset}:{test}_{asset.rsplit('/', 1)[1]}_id" for asset in expected for test in ("not_null", "unique"))
+    expected_checks = sorted(
+        f"{asset}:{test}_{asset.rsplit('/', 1)[1]}_id" for asset in expected for test in ("not_null", "unique")
+    )
     dbt_tests = [name for name in loaded["check_names"] if name.split(":")[1].startswith(("unique_", "not_null_"))]
     assert dbt_tests == expected_checks  # other checks (e.g. fork staleness) may ride along
 

@@ -124,5 +124,7 @@ def fork_webserver(prod_dbt_run: str, ui_state_dir: Path) -> Iterator[DagsterWeb
     dpone("fork", "create", UI_FORK, "--parent", "prod", env=ui_env(ui_state_dir))
     env = ui_env(ui_state_dir, UI_FORK)
     home = workspace_home(env)
-    with running_webserver(session_workspace(home / "workspace.yaml"), dagster_home=home, env=env, inherit_env=False) as server:
+    with running_webserver(
+        session_workspace(home / "workspace.yaml"), dagster_home=home, env=env, inherit_env=False
+    ) as server:
         yield server

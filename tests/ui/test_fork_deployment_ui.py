@@ -132,8 +132,12 @@ def test_a_fork_deployment_shows_its_own_events_and_defers_with_owner_and_snapsh
     assert latest["runId"] == run_id and _entries(latest)["fork_state"] == "fork_materialized"
     assert _entries(latest)["workspace"] == UI_FORK and _entries(latest)["fork_owner"] == UI_FORK
     kinds = {"/".join(n["assetKey"]["path"]): set(n["kinds"]) for n in fork.graphql(_KINDS)["assetNodes"]}
-    assert all({"ducklake", "fork"} <= k and not k & {"deferred", "fork_materialized", "absent"} for k in kinds.values())
-    assert fork.graphql(_RESOURCE)["topLevelResourceDetailsOrError"]["description"].startswith("The fork-aware DuckLake")
+    assert all(
+        {"ducklake", "fork"} <= k and not k & {"deferred", "fork_materialized", "absent"} for k in kinds.values()
+    )
+    assert fork.graphql(_RESOURCE)["topLevelResourceDetailsOrError"]["description"].startswith(
+        "The fork-aware DuckLake"
+    )
 
     # What a user sees in the browser: the same, on the asset pages and in the Runs list.
     with _browser(fork) as page:

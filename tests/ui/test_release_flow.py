@@ -56,8 +56,16 @@ def test_release_job_publishes_and_installs(webserver, released_through_ui, ui_s
 
 
 def test_grant_sensor_requests_a_release_run_then_skips(webserver, released_through_ui):
-    sensor = webserver.graphql(SENSOR_TARGETS, {"selector": {
-        "repositoryLocationName": RELEASE_LOCATION, "repositoryName": "__repository__", "sensorName": "release_inputs_sensor"}})
+    sensor = webserver.graphql(
+        SENSOR_TARGETS,
+        {
+            "selector": {
+                "repositoryLocationName": RELEASE_LOCATION,
+                "repositoryName": "__repository__",
+                "sensorName": "release_inputs_sensor",
+            }
+        },
+    )
     assert [t["pipelineName"] for t in sensor["sensorOrError"]["targets"]] == [RELEASE_JOB]
     first = webserver.sensor_dry_run(RELEASE_LOCATION, "release_inputs_sensor")
     assert first["error"] is None
@@ -70,9 +78,15 @@ def test_grant_sensor_requests_a_release_run_then_skips(webserver, released_thro
     assert "unchanged since the last requested release run" in second["skipReason"]
 
 
-def test_launching_a_dormant_task_is_refused_with_zero_credential_resolutions(webserver, refused_task_run, ui_state_dir):
+def test_launching_a_dormant_task_is_refused_with_zero_credential_resolutions(
+    webserver, refused_task_run, ui_state_dir
+):
     kinds = dormant_jobs(webserver)
-    assert {kind: len(names) for kind, names in kinds.items()} == {"native": NATIVE_MODELS, "ordinary": ORDINARY_FLOWS, "pre_hook": PRE_HOOKS}
+    assert {kind: len(names) for kind, names in kinds.items()} == {
+        "native": NATIVE_MODELS,
+        "ordinary": ORDINARY_FLOWS,
+        "pre_hook": PRE_HOOKS,
+    }
 
     _, run_id = refused_task_run
     assert webserver.wait_for_run(run_id) == "FAILURE"
@@ -124,8 +138,13 @@ def test_materialize_all_on_the_release_group_is_the_release_job_run(webserver, 
     found = _materialized(details)
     assert set(found) == set(STAGE_EDGES)
     assert all("path" not in metadata for metadata in found.values())
-    assert (found["published_release"]["action"], found["installed_release"]["action"]) == ("already_published", "already_active")
+    assert (found["published_release"]["action"], found["installed_release"]["action"]) == (
+        "already_published",
+        "already_active",
+    )
     home = webserver.log_path.parent  # the session's DAGSTER_HOME
     assert (home / "storage").is_dir()
-    stored = [p for p in (home / "storage").rglob("*") if p.is_file() and set(p.relative_to(home).parts) & set(STAGE_EDGES)]
+    stored = [
+        p for p in (home / "storage").rglob("*") if p.is_file() and set(p.relative_to(home).parts) & set(STAGE_EDGES)
+    ]
     assert stored == []

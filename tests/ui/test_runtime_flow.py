@@ -23,7 +23,9 @@ def _ledger(ui_state_dir: Path, run_id: str) -> list[str]:
     return [row["port"] for row in map(json.loads, lines) if row["run_id"] == run_id]
 
 
-def test_graphql_launches_run_synthetic_tasks_and_refuse_development_tasks(webserver, released_through_ui, ui_state_dir):
+def test_graphql_launches_run_synthetic_tasks_and_refuse_development_tasks(
+    webserver, released_through_ui, ui_state_dir
+):
     synthetic = dormant_jobs(webserver, family="synthetic")
     assert {kind: len(names) for kind, names in synthetic.items()} == {"ordinary": 3, "pre_hook": 3}
     job = "synthetic__ordinary__customer_order_counts"

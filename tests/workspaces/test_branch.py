@@ -94,8 +94,13 @@ def test_the_cli_ensures_and_drops_from_the_variables(branch_deployment):
     created = _invoke("ensure", "--json")
     assert created.exit_code == 0, created.output
     assert json.loads(created.output) == {
-        "workspace_id": PR_FORK, "parent_id": "prod", "source": "dagster_cloud", "branch": "feature/orders",
-        "pull_request_id": "42", "action": "created", "left_for_retry": 0,
+        "workspace_id": PR_FORK,
+        "parent_id": "prod",
+        "source": "dagster_cloud",
+        "branch": "feature/orders",
+        "pull_request_id": "42",
+        "action": "created",
+        "left_for_retry": 0,
     }
     assert json.loads(_invoke("ensure", "--json").output)["action"] == "exists"
     branch_deployment.setenv("DAGSTER_CLOUD_PULL_REQUEST_STATUS", "closed")
@@ -137,7 +142,9 @@ def test_a_deployment_naming_another_workspace_is_refused(branch_deployment):
 def _git(cwd: Path, *args: str) -> None:
     subprocess.run(
         ["git", "-c", "user.email=dev@example.invalid", "-c", "user.name=dev", "-c", "init.defaultBranch=main", *args],
-        cwd=cwd, check=True, capture_output=True,
+        cwd=cwd,
+        check=True,
+        capture_output=True,
     )
 
 
@@ -160,7 +167,10 @@ def test_from_git_ensures_the_checked_out_branchs_fork(checkout):
     assert done.exit_code == 0, done.output
     result = json.loads(done.output)
     assert (result["workspace_id"], result["branch"], result["source"], result["action"]) == (
-        expected, "feature/login", "git", "created",
+        expected,
+        "feature/login",
+        "git",
+        "created",
     )
     assert _ids()[expected] == "prod"
     assert json.loads(_invoke("ensure", "--from-git", "--json").output)["action"] == "exists"

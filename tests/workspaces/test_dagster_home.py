@@ -108,7 +108,9 @@ def test_a_home_marked_for_another_workspace_or_an_incomplete_cleanup_is_kept(mo
     assert dagster_home.remove_dagster_home(config, "prod") is None
 
     pending = _prepared(monkeypatch, "wm-fork-pending")
-    leftover = CleanupReport(leftovers=[LeftoverRow("wm-fork-pending", "main", "m", "drop", "lake.catalog_busy", False)])
+    leftover = CleanupReport(
+        leftovers=[LeftoverRow("wm-fork-pending", "main", "m", "drop", "lake.catalog_busy", False)]
+    )
     monkeypatch.setattr(service_module, "drop_fork_namespaces", lambda *a, **k: leftover)
     assert service.drop("wm-fork-pending", actor="alice").dagster_home_removed is None
     assert (pending / "runs.db").is_file()

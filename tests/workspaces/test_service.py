@@ -124,7 +124,9 @@ def test_parent_with_attached_dev_workspaces_cannot_be_dropped_but_throwaways_ar
 
 def test_cli_round_trip(config, monkeypatch):
     runner = CliRunner()
-    created = runner.invoke(app, ["fork", "create", "wm-fork-cli", "--parent", "prod", "--owner", "alice", "--shared", "analytics"])
+    created = runner.invoke(
+        app, ["fork", "create", "wm-fork-cli", "--parent", "prod", "--owner", "alice", "--shared", "analytics"]
+    )
     assert created.exit_code == 0, created.output
     listed = runner.invoke(app, ["fork", "list"])
     assert "wm-fork-cli" in listed.output and "shared: analytics" in listed.output
@@ -183,9 +185,24 @@ def test_sharing_below_a_fork_needs_the_root_named(service, config):
     service.set_lake_shared("wm-fork-a/c", "main", True, actor="bob", shared_with="prod")
 
     runner = CliRunner()
-    refused = runner.invoke(app, ["fork", "create", "wm-fork-a/d", "--parent", "wm-fork-a", "--owner", "bob", "--shared", "main"])
+    refused = runner.invoke(
+        app, ["fork", "create", "wm-fork-a/d", "--parent", "wm-fork-a", "--owner", "bob", "--shared", "main"]
+    )
     assert refused.exit_code == 1 and "workspace.shared_is_root" in refused.output
     named = runner.invoke(
-        app, ["fork", "create", "wm-fork-a/d", "--parent", "wm-fork-a", "--owner", "bob", "--shared", "main", "--shared-with", "prod"]
+        app,
+        [
+            "fork",
+            "create",
+            "wm-fork-a/d",
+            "--parent",
+            "wm-fork-a",
+            "--owner",
+            "bob",
+            "--shared",
+            "main",
+            "--shared-with",
+            "prod",
+        ],
     )
     assert named.exit_code == 0, named.output

@@ -115,7 +115,9 @@ def development_grant(context: AssetExecutionContext) -> dg.MaterializeResult:
                 "not_before": grant.not_before,
                 "expires_at": grant.expires_at,
                 "expired": authority.clock.now() >= parse_timestamp(grant.expires_at),
-                "hours_until_expiry": round((parse_timestamp(grant.expires_at) - authority.clock.now()).total_seconds() / 3600, 1),
+                "hours_until_expiry": round(
+                    (parse_timestamp(grant.expires_at) - authority.clock.now()).total_seconds() / 3600, 1
+                ),
                 "revocation_epoch": grant.revocation_epoch,
                 "native_workloads": len(grant.native_membership),
                 "ordinary_workloads": len(grant.ordinary_membership),
@@ -209,7 +211,9 @@ def development_release(
         source = pipeline.reconstruct(context.resources.release_source.identity(), native_workspace, ordinary_flows)
         authority = verified_authority(context, pipeline, source)
         with context.resources.release_source.open() as tree:
-            bundle = pipeline.compose(authority=authority, source=tree, native=native_workspace, ordinary=ordinary_flows)
+            bundle = pipeline.compose(
+                authority=authority, source=tree, native=native_workspace, ordinary=ordinary_flows
+            )
             archive_sha256 = tree.archive_sha256
     context.add_output_metadata(
         {

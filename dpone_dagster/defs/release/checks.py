@@ -134,7 +134,13 @@ def grant_verified(context: AssetCheckExecutionContext) -> dg.AssetCheckResult:
     op_tags=STAGE_TAGS,
     asset=published_release,
     blocking=True,
-    required_resource_keys={"authority_platform", "target_admission", "release_registry", "release_cache", "release_source"},
+    required_resource_keys={
+        "authority_platform",
+        "target_admission",
+        "release_registry",
+        "release_cache",
+        "release_source",
+    },
     description="Rollout gate, before installation and activation: standard runtime admission of every native, "
     "ordinary and pre-hook task of the published release denies all of them before any credential, source or "
     "writer (probe ports count every use). Blocks the install stage otherwise; writes the acceptance report.",
@@ -144,7 +150,9 @@ def rollout_gate(context: AssetCheckExecutionContext, published_release: StagedR
     try:
         authority, _ = reverified(context, pipeline, published_release)
         bundle = pipeline.registry.fetch(published_release.release_id)
-        gate = evaluate_gate(context.resources, pipeline, bundle, authority, run_id=context.run.run_id, origin="rollout_gate")
+        gate = evaluate_gate(
+            context.resources, pipeline, bundle, authority, run_id=context.run.run_id, origin="rollout_gate"
+        )
     except DponeError as error:
         return _refused(error)
     return dg.AssetCheckResult(
@@ -158,7 +166,13 @@ def rollout_gate(context: AssetCheckExecutionContext, published_release: StagedR
 @dg.asset_check(
     op_tags=STAGE_TAGS,
     asset=installed_release,
-    required_resource_keys={"authority_platform", "target_admission", "release_registry", "release_cache", "release_source"},
+    required_resource_keys={
+        "authority_platform",
+        "target_admission",
+        "release_registry",
+        "release_cache",
+        "release_source",
+    },
     description="After activation: standard runtime admission denies every native, ordinary and pre-hook task of "
     "the active installed release before any credential, source access or writer; the denials are recorded and "
     "move the release to Denied.",

@@ -55,7 +55,13 @@ class EvaluatedGate:
 
 
 def evaluate_gate(
-    resources, pipeline: ReleasePipeline, bundle: ReleaseBundle, authority: DevelopmentAuthorityReceipt, *, run_id: str, origin: str
+    resources,
+    pipeline: ReleasePipeline,
+    bundle: ReleaseBundle,
+    authority: DevelopmentAuthorityReceipt,
+    *,
+    run_id: str,
+    origin: str,
 ) -> EvaluatedGate:
     platform = resources.authority_platform
     view = admission_view(
@@ -85,11 +91,15 @@ def install_stage_gate(
 ) -> EvaluatedGate:
     gate = evaluate_gate(resources, pipeline, bundle, authority, run_id=run_id, origin="install_stage")
     if not gate.result.passed:
-        raise RolloutBlockedError("release.rollout_blocked", f"{gate.result.summary()}; nothing was installed or activated")
+        raise RolloutBlockedError(
+            "release.rollout_blocked", f"{gate.result.summary()}; nothing was installed or activated"
+        )
     return gate
 
 
-def active_gate(resources, pipeline: ReleasePipeline, *, run_id: str) -> tuple[InstalledRelease | None, GateResult | None]:
+def active_gate(
+    resources, pipeline: ReleasePipeline, *, run_id: str
+) -> tuple[InstalledRelease | None, GateResult | None]:
     """The gate over the *active* installed release (after activation); its denials move it to Denied."""
     pointer = pipeline.cache.current()
     if pointer is None:
@@ -101,9 +111,16 @@ def active_gate(resources, pipeline: ReleasePipeline, *, run_id: str) -> tuple[I
         authority_expires_at=parse_timestamp(installed.record.authority_expires_at),
         revocation_epoch=installed.record.revocation_epoch,
     )
-    recorder = ReleaseDenials(pipeline.states, run_id=run_id, origin="dormancy_check") if pipeline.states is not None else None
+    recorder = (
+        ReleaseDenials(pipeline.states, run_id=run_id, origin="dormancy_check") if pipeline.states is not None else None
+    )
     result = evaluate_rollout_gate(
-        view, dormant_tasks(installed.bundle), clock=pipeline.clock, epochs=platform.protected, target=platform.protected, recorder=recorder
+        view,
+        dormant_tasks(installed.bundle),
+        clock=pipeline.clock,
+        epochs=platform.protected,
+        target=platform.protected,
+        recorder=recorder,
     )
     return installed, result
 

@@ -42,21 +42,40 @@ DRY_RUN = {"dry_run": dg.Field(bool, default_value=False, description="List or p
 
 
 OPERATIONS = {
-    "recover": ("recover", "Complete an activation that stopped after preparation (pointer + audit entry) under a "
-                "`pointer_recovery` receipt; after it, release_job can run again."),
-    "repair_audit": ("repair_audit", "Append the audit entry the active deployment lacks under an `audit_repair` receipt."),
+    "recover": (
+        "recover",
+        "Complete an activation that stopped after preparation (pointer + audit entry) under a "
+        "`pointer_recovery` receipt; after it, release_job can run again.",
+    ),
+    "repair_audit": (
+        "repair_audit",
+        "Append the audit entry the active deployment lacks under an `audit_repair` receipt.",
+    ),
     "rollback": ("rollback", "Make the previous immutable deployment active again under a `rollback` receipt."),
-    "gc": ("gc", "Remove unreferenced registry blobs and abandoned cache staging under a cleanup receipt; refused while a "
-           "publication or installation holds its registry lease."),
+    "gc": (
+        "gc",
+        "Remove unreferenced registry blobs and abandoned cache staging under a cleanup receipt; refused while a "
+        "publication or installation holds its registry lease.",
+    ),
 }
 
 
 def _operation_job(name: str, method: str, description: str) -> dg.JobDefinition:
-    @dg.op(name=f"release_{name}", required_resource_keys=PIPELINE, description=description, out=dg.Out(dict), config_schema=DRY_RUN)
+    @dg.op(
+        name=f"release_{name}",
+        required_resource_keys=PIPELINE,
+        description=description,
+        out=dg.Out(dict),
+        config_schema=DRY_RUN,
+    )
     def operation(context) -> dict:
         with refusals_as_failures():
-            outcome = getattr(release_services(context.resources).operations, method)(dry_run=context.op_config["dry_run"])
-        context.log.info(f"release {name}: {outcome.action}" + (" (dry run: nothing written)" if outcome.dry_run else ""))
+            outcome = getattr(release_services(context.resources).operations, method)(
+                dry_run=context.op_config["dry_run"]
+            )
+        context.log.info(
+            f"release {name}: {outcome.action}" + (" (dry run: nothing written)" if outcome.dry_run else "")
+        )
         context.add_output_metadata(outcome_metadata(outcome))
         return outcome.as_dict()
 

@@ -80,17 +80,35 @@ def release_pipeline(resources) -> tuple[ReleasePipeline, ReceiptIssuer]:
     return services.pipeline, services.issuer
 
 
-RESOURCE_KEYS = frozenset({"authority_platform", "target_admission", "release_registry", "release_cache", "release_source"})
+RESOURCE_KEYS = frozenset(
+    {"authority_platform", "target_admission", "release_registry", "release_cache", "release_source"}
+)
 
 
 def release_resources(settings: ReleaseSettings) -> dict[str, dg.ResourceDefinition]:
     """The release resources for `settings`, without run configuration (see the module docstring)."""
     described = {
-        "authority_platform": (AuthorityPlatform(settings), f"Original policy, grant and signature bytes from {location_label(settings.authority_location)}; pinned policy digest from the protected target" + (" (SYNTHETIC embedded default)" if settings.synthetic else " (configured platform)")),
-        "target_admission": (ReleaseAdmission(settings), "Receipt issuer for the protected target; reopens its policy digest and revocation epoch before every protected operation"),
-        "release_registry": (ReleaseRegistryLocation(settings), f"Immutable release registry at {location_label(settings.registry_location)}"),
-        "release_cache": (ReleaseCacheLocation(settings), f"Local immutable release cache of the target environment at {location_label(settings.cache_root)}"),
-        "release_source": (ReleaseSourceLocation(settings), f"Source repository {settings.source_repository} at {settings.source_commit[:12]}"),
+        "authority_platform": (
+            AuthorityPlatform(settings),
+            f"Original policy, grant and signature bytes from {location_label(settings.authority_location)}; pinned policy digest from the protected target"
+            + (" (SYNTHETIC embedded default)" if settings.synthetic else " (configured platform)"),
+        ),
+        "target_admission": (
+            ReleaseAdmission(settings),
+            "Receipt issuer for the protected target; reopens its policy digest and revocation epoch before every protected operation",
+        ),
+        "release_registry": (
+            ReleaseRegistryLocation(settings),
+            f"Immutable release registry at {location_label(settings.registry_location)}",
+        ),
+        "release_cache": (
+            ReleaseCacheLocation(settings),
+            f"Local immutable release cache of the target environment at {location_label(settings.cache_root)}",
+        ),
+        "release_source": (
+            ReleaseSourceLocation(settings),
+            f"Source repository {settings.source_repository} at {settings.source_commit[:12]}",
+        ),
     }
     return {key: _fixed(value, description) for key, (value, description) in described.items()}
 

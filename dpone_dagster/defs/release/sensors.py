@@ -71,7 +71,9 @@ def build_release_inputs_sensor(settings: ReleaseSettings) -> dg.SensorDefinitio
                 f"grant {_short(seen['grant'])} and source {_short(seen['snapshot'])} at commit "
                 f"{seen['commit'][:12]} are unchanged since the last requested release run"
             )
-        changed = "first look" if previous is None else ", ".join(k for k in seen if previous.get(k) != seen[k]) + " changed"
+        changed = (
+            "first look" if previous is None else ", ".join(k for k in seen if previous.get(k) != seen[k]) + " changed"
+        )
         context.update_cursor(json.dumps(seen, sort_keys=True))
         return dg.RunRequest(
             run_key=f"grant-{_short(seen['grant'])}-source-{_short(seen['snapshot'])}-{seen['commit'][:12]}",
@@ -113,7 +115,9 @@ def build_revocation_sensor(settings: ReleaseSettings) -> dg.SensorDefinition:
     def revocation_sensor(context: SensorEvaluationContext):
         protected = ProtectedTarget(settings.protected_target_file)
         if not settings.protected_target_file.exists():
-            return dg.SkipReason("no protected target is configured yet (the first release run creates the embedded one)")
+            return dg.SkipReason(
+                "no protected target is configured yet (the first release run creates the embedded one)"
+            )
         try:
             epoch = protected.current_epoch()
         except DponeError as error:
@@ -121,7 +125,9 @@ def build_revocation_sensor(settings: ReleaseSettings) -> dg.SensorDefinition:
         previous = int(context.cursor) if context.cursor else None
         context.update_cursor(str(epoch))
         if previous is None or previous == epoch:
-            return dg.SkipReason(f"revocation epoch is {epoch}" + (" (unchanged)" if previous is not None else " (first look)"))
+            return dg.SkipReason(
+                f"revocation epoch is {epoch}" + (" (unchanged)" if previous is not None else " (first look)")
+            )
         blocked = block_installed_releases(settings, epoch)
         observations = [
             dg.AssetObservation(
@@ -138,7 +144,9 @@ def build_revocation_sensor(settings: ReleaseSettings) -> dg.SensorDefinition:
         ]
         return dg.SensorResult(
             asset_events=observations,
-            skip_reason=None if blocked else f"revocation epoch moved {previous} -> {epoch}; no installed release was affected",
+            skip_reason=None
+            if blocked
+            else f"revocation epoch moved {previous} -> {epoch}; no installed release was affected",
         )
 
     return revocation_sensor

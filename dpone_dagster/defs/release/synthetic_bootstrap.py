@@ -120,7 +120,9 @@ def _authority_dir(settings: ReleaseSettings) -> Path:
 
 def _policy(settings: ReleaseSettings) -> DevelopmentPolicy:
     signers = synthetic_signers(SIGNER_COUNT, prefix="embedded-default")
-    return synthetic_policy(signers, THRESHOLD, policy_id="synthetic-embedded-default", repository=settings.source_repository)
+    return synthetic_policy(
+        signers, THRESHOLD, policy_id="synthetic-embedded-default", repository=settings.source_repository
+    )
 
 
 def _ensure(settings: ReleaseSettings, clock: Clock, authority: Path) -> bool:
@@ -158,7 +160,12 @@ def _sign(settings: ReleaseSettings, authority: Path, now: datetime, *, sequence
 
 
 def _grant(
-    settings: ReleaseSettings, policy: DevelopmentPolicy, target: ProtectedTargetDocument, now: datetime, *, sequence: int
+    settings: ReleaseSettings,
+    policy: DevelopmentPolicy,
+    target: ProtectedTargetDocument,
+    now: datetime,
+    *,
+    sequence: int,
 ) -> DevelopmentGrant:
     native = _native_membership(settings)
     with open_source(settings.source_location) as tree:

@@ -51,7 +51,9 @@ def require_fork_aware_profile(project: DbtProject, lake: str) -> None:
     """Refuse a project whose profile target does not attach `lake` through the dpone plugin."""
     profiles_file = Path(project.profiles_dir) / "profiles.yml"
     try:
-        profile_name = project.profile or yaml.safe_load((Path(project.project_dir) / "dbt_project.yml").read_text())["profile"]
+        profile_name = (
+            project.profile or yaml.safe_load((Path(project.project_dir) / "dbt_project.yml").read_text())["profile"]
+        )
         profile = yaml.safe_load(profiles_file.read_text())[profile_name]
         outputs = profile["outputs"]
         target = outputs[project.target or profile["target"]]

@@ -97,11 +97,14 @@ def _table_result(key: AssetKey, table: TableName, own: set[TableName], diff, er
         "parent_rows": entry["parent_rows"] if entry["parent_rows"] is not None else -1,
         "fork_rows": entry["fork_rows"],
         **{f"rows_{kind}": n for kind, n in rows.items()},
-        "columns_changed": len(entry["schema"]["added"]) + len(entry["schema"]["removed"]) + len(entry["schema"]["type_changed"]),
+        "columns_changed": len(entry["schema"]["added"])
+        + len(entry["schema"]["removed"])
+        + len(entry["schema"]["type_changed"]),
     }
     summary = (
         f"+{rows['added']} / -{rows['removed']} / ~{rows['changed']} rows by {', '.join(entry['key'])}"
-        if entry["rows"] else f"{entry['parent_rows']} → {entry['fork_rows']} rows (no key)"
+        if entry["rows"]
+        else f"{entry['parent_rows']} → {entry['fork_rows']} rows (no key)"
     )
     return _result(key, True, f"{table} vs {entry['owner'] or 'no ancestor'}: {summary}", metadata)
 

@@ -175,11 +175,7 @@ def drop_fork_namespaces_op(context: OpExecutionContext, config: DropForkConfig)
     if result.cleanup.leftovers:
         raise Failure(
             description=f"{len(result.cleanup.leftovers)} namespace(s) left for retry",
-            metadata={
-                "leftovers": [
-                    f"{r.workspace_id} {r.lake} {r.phase} {r.code}" for r in result.cleanup.leftovers
-                ]
-            },
+            metadata={"leftovers": [f"{r.workspace_id} {r.lake} {r.phase} {r.code}" for r in result.cleanup.leftovers]},
         )
 
 
@@ -217,4 +213,3 @@ def build_fork_state_observation_job(asset_keys: AssetKeys | None = None) -> Job
         observe_fork_state()
 
     return fork_state_observation_job
-

@@ -124,7 +124,9 @@ def fork_janitor_op(context: OpExecutionContext) -> None:
             metadata={
                 "dropped": MetadataValue.json(report.dropped),
                 "failed": MetadataValue.json([f"{ws} {code}" for ws, code in report.failed]),
-                "left_for_retry": MetadataValue.json([f"{ws} {lake} {code}" for ws, lake, code in report.left_for_retry]),
+                "left_for_retry": MetadataValue.json(
+                    [f"{ws} {lake} {code}" for ws, lake, code in report.left_for_retry]
+                ),
             },
         )
 

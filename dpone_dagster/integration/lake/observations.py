@@ -93,7 +93,9 @@ def fork_state_observations(ducklake: DuckLakeResource, keys: Sequence[AssetKey]
         metadata = states[lake].metadata(table)
         # every event carries the key (see DuckLakeResource.record_materialization): who owns what is read
         metadata.setdefault("fork_owner", metadata["workspace"] if metadata["fork_state"] != "absent" else "none")
-        observations.append(AssetObservation(asset_key=key, description=fork_state_summary(metadata), metadata=metadata))
+        observations.append(
+            AssetObservation(asset_key=key, description=fork_state_summary(metadata), metadata=metadata)
+        )
     return ForkStateReport(states, observations)
 
 

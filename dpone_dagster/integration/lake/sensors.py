@@ -103,9 +103,7 @@ def staleness_note(workspace: str, lakes: list[str]) -> str:
     )
 
 
-def build_fork_state_sensor(
-    asset_keys: AssetKeys | None = None, *, workspace: str | None = None
-) -> SensorDefinition:
+def build_fork_state_sensor(asset_keys: AssetKeys | None = None, *, workspace: str | None = None) -> SensorDefinition:
     """`workspace` (default: the configured one) only decides whether the sensor runs by default."""
     workspace = workspace or load_config().workspace
 

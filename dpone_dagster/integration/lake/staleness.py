@@ -76,7 +76,8 @@ def staleness_check_results(
             description = f"{table} is neither deferred nor built in this fork"
         elif stale:
             description = f"{table} is stale in fork {report.workspace_id!r}: " + (
-                f"changed upstreams {found['changed_upstreams']}" if "changed_upstreams" in found
+                f"changed upstreams {found['changed_upstreams']}"
+                if "changed_upstreams" in found
                 else f"its owner {found['owner']!r} materialized it after the fork's reference snapshot"
             )
         else:

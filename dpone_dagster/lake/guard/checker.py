@@ -226,8 +226,10 @@ class SqlGuard:
         base = word.removeprefix("ducklake_")
         if word in DYNAMIC_SQL_FUNCTIONS:
             raise DynamicSqlError(f"{word}() runs SQL this guard cannot see; it is refused")
-        if word in CHECKPOINT_FUNCTIONS or base in DUCKLAKE_MAINTENANCE or (
-            word.startswith("ducklake_") and base not in DUCKLAKE_READ_ONLY
+        if (
+            word in CHECKPOINT_FUNCTIONS
+            or base in DUCKLAKE_MAINTENANCE
+            or (word.startswith("ducklake_") and base not in DUCKLAKE_READ_ONLY)
         ):
             raise AncestorMaintenanceError(f"{word}() is refused through table_function; use SQL")
         check_table_function(word)
@@ -236,9 +238,7 @@ class SqlGuard:
 
     def _statement_type(self, kind: str) -> None:
         if kind in ("ATTACH", "DETACH"):
-            raise UnmanagedAttachError(
-                f"{kind} is refused: lakes are attached only through the workspace's resolution"
-            )
+            raise UnmanagedAttachError(f"{kind} is refused: lakes are attached only through the workspace's resolution")
         if kind in ("LOAD", "EXTENSION"):
             raise ExtensionStatementError("LOAD / INSTALL / UPDATE EXTENSIONS are refused in user SQL")
         if kind not in _ALLOWED_TYPES:
@@ -376,11 +376,7 @@ class SqlGuard:
             self._own_literal(name, args)
             return True
         if base in DUCKLAKE_MAINTENANCE:
-            own = (
-                len(qualifiers) == 1
-                and qualifiers[0].kind == "identifier"
-                and qualifiers[0].word == self.alias
-            )
+            own = len(qualifiers) == 1 and qualifiers[0].kind == "identifier" and qualifiers[0].word == self.alias
             if not own:
                 raise AncestorMaintenanceError(
                     f"{name}() is DuckLake maintenance; it runs only on this connection's lake, "

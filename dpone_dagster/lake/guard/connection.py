@@ -192,8 +192,7 @@ class GuardedConnection:
     def checkpoint(self) -> GuardedConnection:
         if self._guard.fork_mode:
             raise AncestorMaintenanceError(
-                "checkpoint() in a fork checkpoints the ancestors too; run "
-                f"CHECKPOINT {self._guard.alias} instead"
+                f"checkpoint() in a fork checkpoints the ancestors too; run CHECKPOINT {self._guard.alias} instead"
             )
         return self._invoke(self, "checkpoint")
 
@@ -204,9 +203,7 @@ class GuardedConnection:
 
     def __getattr__(self, name: str) -> Any:
         if name not in _PASS_THROUGH:
-            raise GuardedMethodError(
-                f"{name!r} is not available on a guarded DuckDB connection (not reviewed for SQL)"
-            )
+            raise GuardedMethodError(f"{name!r} is not available on a guarded DuckDB connection (not reviewed for SQL)")
         if not self._invoke.is_method(name):
             return self._invoke(self, name)
         return functools.partial(self._invoke, self, name)

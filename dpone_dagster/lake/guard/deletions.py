@@ -37,9 +37,7 @@ class CleanupOutsideNamespaceError(SqlGuardError):
 
 
 _OPTION = r"{name} '((?:[^']|'')*)'"
-_SUSPICIOUS_RELATIVE = (
-    "path LIKE '/%' OR path LIKE '%..%' OR path LIKE '%://%' OR path LIKE '~%' OR path LIKE 'file:%'"
-)
+_SUSPICIOUS_RELATIVE = "path LIKE '/%' OR path LIKE '%..%' OR path LIKE '%://%' OR path LIKE '~%' OR path LIKE 'file:%'"
 _PATHS_SQL = """
 SELECT path, path_is_relative FROM {m}.ducklake_files_scheduled_for_deletion
   WHERE NOT path_is_relative OR {bad}
@@ -67,8 +65,10 @@ class OwnLake:
     @classmethod
     def for_lake(cls, resolved: ResolvedLake) -> OwnLake:
         attach = resolved.target.render()  # redacted: options only, never a credential
-        catalog = resolved.metadata_catalog or _option(attach, "METADATA_CATALOG") or (
-            f"__ducklake_metadata_{resolved.alias}"
+        catalog = (
+            resolved.metadata_catalog
+            or _option(attach, "METADATA_CATALOG")
+            or (f"__ducklake_metadata_{resolved.alias}")
         )
         default = "public" if resolved.catalog.kind == "postgres" else "main"
         return cls(catalog, _option(attach, "METADATA_SCHEMA") or default, resolved.data_path)

@@ -67,8 +67,7 @@ class Statement:
     def render(self, *, redact: bool = True, credentials: CredentialResolver | None = None) -> str:
         resolver = credentials or resolve_secret
         return "".join(
-            part if isinstance(part, str) else part.render(redact=redact, credentials=resolver)
-            for part in self.parts
+            part if isinstance(part, str) else part.render(redact=redact, credentials=resolver) for part in self.parts
         )
 
     @property

@@ -134,9 +134,7 @@ def _credentials_present(storage: StorageConfig | None) -> bool:
     return True
 
 
-def _donor_storage(
-    record: NamespaceRecord, donor: str | None, config: DponeConfig
-) -> StorageConfig | None:
+def _donor_storage(record: NamespaceRecord, donor: str | None, config: DponeConfig) -> StorageConfig | None:
     if donor is None:
         return record.storage
     with open_store(config.control_store).connect() as conn:

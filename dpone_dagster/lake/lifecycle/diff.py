@@ -146,7 +146,11 @@ def unique_keys(manifest: Mapping) -> dict[TableName, tuple[str, ...]]:
             continue
         name = TableName(model["schema"], model.get("alias") or model["name"])
         found.setdefault(name, set()).add(column)
-    return {name: (next(iter(cols)),) for name, cols in found.items() if len(cols) == 1 and _PLAIN_COLUMN.match(next(iter(cols)))}
+    return {
+        name: (next(iter(cols)),)
+        for name, cols in found.items()
+        if len(cols) == 1 and _PLAIN_COLUMN.match(next(iter(cols)))
+    }
 
 
 def manifest_keys(config: DponeConfig) -> dict[TableName, tuple[str, ...]]:
@@ -287,8 +291,15 @@ def fork_diff(
     conn = resolved.connect()
     try:
         document = diff_document(
-            conn, view, names, resolve_keys(names, key, config),
-            fork_alias=resolved.alias, owner_alias=aliases.get, since_pin=since_pin, config=config, cap=cap,
+            conn,
+            view,
+            names,
+            resolve_keys(names, key, config),
+            fork_alias=resolved.alias,
+            owner_alias=aliases.get,
+            since_pin=since_pin,
+            config=config,
+            cap=cap,
         )
     finally:
         conn.close()

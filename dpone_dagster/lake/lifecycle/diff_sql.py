@@ -86,7 +86,9 @@ class TableVersions:
     def _table_ids(self, alias: str) -> dict[str, list[str]]:
         if alias not in self._ids:
             out: dict[str, list[str]] = {}
-            for table, table_id in self.conn.execute("SELECT table_name, table_id FROM ducklake_table_info(?)", [alias]).fetchall():
+            for table, table_id in self.conn.execute(
+                "SELECT table_name, table_id FROM ducklake_table_info(?)", [alias]
+            ).fetchall():
                 out.setdefault(str(table), []).append(str(table_id))
             self._ids[alias] = out
         return self._ids[alias]
@@ -204,7 +206,9 @@ def _rows(conn, fork_ref, parent_ref, key, compared, retyped, cap, base: Compare
     key_cols = ", ".join(q("k_" + str(i)) for i in range(len(key)))
     sample: dict[str, list] = {}
     for which in ("added", "removed"):
-        rows = conn.execute(joined + f"SELECT {key_cols} FROM j WHERE kind = '{which}' ORDER BY {order} LIMIT {int(cap)}").fetchall()
+        rows = conn.execute(
+            joined + f"SELECT {key_cols} FROM j WHERE kind = '{which}' ORDER BY {order} LIMIT {int(cap)}"
+        ).fetchall()
         sample[which] = [dict(zip(key, map(json_value, row))) for row in rows]
     sample["changed"] = []
     if compared:

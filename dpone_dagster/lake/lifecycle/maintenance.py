@@ -152,13 +152,9 @@ def check_listing(paths: Iterable[str], roots: Iterable[str], data_path: str | N
     roots = tuple(roots)
     for path in paths:
         if _MARKER in path or any(path.startswith(root) for root in roots):
-            raise ForkFileListedError(
-                "DuckLake listed a file under a forks root for deletion; nothing was deleted"
-            )
+            raise ForkFileListedError("DuckLake listed a file under a forks root for deletion; nothing was deleted")
         if data_path is not None and not path.startswith(data_path):
-            raise ForkFileListedError(
-                "DuckLake listed an orphan outside this lake's data path; nothing was deleted"
-            )
+            raise ForkFileListedError("DuckLake listed an orphan outside this lake's data path; nothing was deleted")
 
 
 def _default_pins(engine: Engine, owner: str, lake: str) -> int | None:

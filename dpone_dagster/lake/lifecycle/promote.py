@@ -142,11 +142,15 @@ class PromotionResult:
         }
 
 
-def _reviewed(config: DponeConfig, diff_id: str, view: WorkspaceLakeView, lake: str, names: Sequence[TableName]) -> ForkDiff:
+def _reviewed(
+    config: DponeConfig, diff_id: str, view: WorkspaceLakeView, lake: str, names: Sequence[TableName]
+) -> ForkDiff:
     diff = recorded_diff(config, diff_id)
     fork = view.chain_ids[0]
     if diff is None or diff.fork != fork or diff.document["lake"] != lake:
-        raise DiffUnknownError(f"no diff {diff_id!r} of fork {fork!r} (lake {lake!r}); run `dpone fork diff {fork}` and review it")
+        raise DiffUnknownError(
+            f"no diff {diff_id!r} of fork {fork!r} (lake {lake!r}); run `dpone fork diff {fork}` and review it"
+        )
     if diff.document["incarnation"] != view.incarnation:
         raise DiffUnknownError(f"diff {diff_id!r} is of an earlier incarnation of {fork!r}; diff again")
     covered = {e["table"] for e in diff.tables}
@@ -165,7 +169,9 @@ def _conflicts(table_version: TableVersions, config, view, reviewed: ForkDiff, n
         owner = nearest_owner(view, name)
         now = table_version(alias_of(owner), name) if owner is not None and alias_of(owner) else None
         if owner != entry["owner"] or now != entry["parent_snapshot"]:
-            out.append(f"{name}: the parent side is {owner}@{now}, the diff compared {entry['owner']}@{entry['parent_snapshot']}")
+            out.append(
+                f"{name}: the parent side is {owner}@{now}, the diff compared {entry['owner']}@{entry['parent_snapshot']}"
+            )
     deferred = nearest_owners(view.chain_ids, view.tracking)
     for name in names:
         for owner, read in sorted(built_from(config, fork, lake, name).items()):
@@ -181,7 +187,9 @@ def _conflicts(table_version: TableVersions, config, view, reviewed: ForkDiff, n
     return out
 
 
-def _changed_since_review(conn, table_version: TableVersions, config, view, reviewed: ForkDiff, names, fork_alias, alias_of) -> list[str]:
+def _changed_since_review(
+    conn, table_version: TableVersions, config, view, reviewed: ForkDiff, names, fork_alias, alias_of
+) -> list[str]:
     """Every snapshot id the reviewed document names that is no longer current (empty: same diff)."""
     out = []
     for name in names:
@@ -197,7 +205,9 @@ def _changed_since_review(conn, table_version: TableVersions, config, view, revi
             )
             end = int(conn.execute(f"SELECT max(snapshot_id) FROM {quote_ident(alias)}.snapshots()").fetchone()[0])
             if (start, end) != (since["since"], since["to"]):
-                out.append(f"{name}: the parent's changes are now {start}..{end}, the diff counted {since['since']}..{since['to']}")
+                out.append(
+                    f"{name}: the parent's changes are now {start}..{end}, the diff counted {since['since']}..{since['to']}"
+                )
     return out
 
 
@@ -229,7 +239,9 @@ def promote(
 
     parent = resolve(acting, lake, config=config)
     fork_alias = ancestor_alias(lake, fork_id)
-    fork_lake = physical_lake(fork_id, view.settings[fork_id].settings, config, is_fork=True, incarnation=view.incarnation)
+    fork_lake = physical_lake(
+        fork_id, view.settings[fork_id].settings, config, is_fork=True, incarnation=view.incarnation
+    )
     members = ancestor_reads(acting, lake, config).members if parent.fork_mode else {}
     attached = {a.alias for a in parent.ancestors}
     aliases = {m: a for m, a in members.items() if a in attached} | {acting: parent.alias}
@@ -248,24 +260,46 @@ def promote(
         changed = _changed_since_review(conn, versions, config, view, reviewed, names, fork_alias, aliases.get)
         if changed:
             raise DiffMismatchError(
-                f"the fork changed since the reviewed diff {diff_id}: " + "; ".join(changed) + ". Diff again and review."
+                f"the fork changed since the reviewed diff {diff_id}: "
+                + "; ".join(changed)
+                + ". Diff again and review."
             )
-        reason = "copy requested" if ports.copy_only else storage_reason(
-            fork_lake.data_path, parent.data_path, fork_lake.settings.storage, parent_storage
+        reason = (
+            "copy requested"
+            if ports.copy_only
+            else storage_reason(fork_lake.data_path, parent.data_path, fork_lake.settings.storage, parent_storage)
         )
         meta = metadata_prefix(fork_alias, fork_lake.namespace.schema)
         plans = [plan_table(conn, fork_alias, meta, name, reason) for name in names]
-        mover = FileMover(config, acting, lake, fork_id, parent.data_path, fork_lake.data_path, parent_storage, ports.clock)
+        mover = FileMover(
+            config, acting, lake, fork_id, parent.data_path, fork_lake.data_path, parent_storage, ports.clock
+        )
         plans = _publish(conn, parent.alias, fork_alias, plans, mover, ports)
-        snapshot = int(conn.execute(f"SELECT max(snapshot_id) FROM {quote_ident(parent.alias)}.snapshots()").fetchone()[0])
+        snapshot = int(
+            conn.execute(f"SELECT max(snapshot_id) FROM {quote_ident(parent.alias)}.snapshots()").fetchone()[0]
+        )
         columns = {name: columns_of(conn, parent.alias, name) for name in names}
     finally:
         conn.close()
     promoted = tuple(
-        PromotedTable(str(p.name), reviewed.table(p.name)["fork_snapshot"], p.rows, MOVED if p.moves else COPIED, p.copy_reason)
+        PromotedTable(
+            str(p.name), reviewed.table(p.name)["fork_snapshot"], p.rows, MOVED if p.moves else COPIED, p.copy_reason
+        )
         for p in plans
     )
-    _record(config, acting, lake, fork_id, view.incarnation, diff_id, snapshot, promoted, columns, ports.clock, mover.promotion_id)
+    _record(
+        config,
+        acting,
+        lake,
+        fork_id,
+        view.incarnation,
+        diff_id,
+        snapshot,
+        promoted,
+        columns,
+        ports.clock,
+        mover.promotion_id,
+    )
     return PromotionResult(fork_id, acting, lake, diff_id, snapshot, promoted)
 
 
@@ -273,7 +307,9 @@ class _RegistrationRefused(Exception):
     """DuckLake refused to register a moved file (e.g. a type it cannot map); never leaves `_publish`."""
 
 
-def _publish(conn, parent_alias: str, fork_alias: str, plans: list[TablePlan], mover: FileMover, ports: PromotePorts) -> list[TablePlan]:
+def _publish(
+    conn, parent_alias: str, fork_alias: str, plans: list[TablePlan], mover: FileMover, ports: PromotePorts
+) -> list[TablePlan]:
     """Move what can move, then one transaction; a move or registration refused falls back to
     copying every table. Returns the plans as published (with their row counts)."""
     try:
@@ -325,7 +361,9 @@ def _transaction(conn, parent_alias, fork_alias, plans, targets, commit_info, po
                     raise _RegistrationRefused(type(exc).__name__) from None
                 out.append(plan)
             else:
-                (count,) = conn.execute(f"CREATE OR REPLACE TABLE {name.qualified(parent_alias)} AS {source}").fetchone()
+                (count,) = conn.execute(
+                    f"CREATE OR REPLACE TABLE {name.qualified(parent_alias)} AS {source}"
+                ).fetchone()
                 out.append(TablePlan(name, rows=int(count), copy_reason=plan.copy_reason))
             ports.after_copy(name)
         conn.execute(
@@ -347,8 +385,15 @@ def _record(config, parent, lake, fork, incarnation, diff_id, snapshot, promoted
     for table in promoted:
         name = TableName.parse(table.table)
         record_materialization(
-            parent, lake, name.schema, name.table, status="materialized", snapshot_id=snapshot,
-            columns=columns[name], config=config, clock=clock,
+            parent,
+            lake,
+            name.schema,
+            name.table,
+            status="materialized",
+            snapshot_id=snapshot,
+            columns=columns[name],
+            config=config,
+            clock=clock,
         )
     with open_store(config.control_store).begin() as conn:
         mark_adopted(conn, promotion_id)
@@ -356,9 +401,16 @@ def _record(config, parent, lake, fork, incarnation, diff_id, snapshot, promoted
             name = TableName.parse(table.table)
             conn.execute(
                 fork_promotion.insert().values(
-                    workspace_id=parent, lake=lake, schema_name=name.schema, table_name=name.table,
-                    diff_id=diff_id, fork_id=fork, fork_incarnation=incarnation,
-                    fork_snapshot_id=table.fork_snapshot, snapshot_id=snapshot, promoted_at=now,
+                    workspace_id=parent,
+                    lake=lake,
+                    schema_name=name.schema,
+                    table_name=name.table,
+                    diff_id=diff_id,
+                    fork_id=fork,
+                    fork_incarnation=incarnation,
+                    fork_snapshot_id=table.fork_snapshot,
+                    snapshot_id=snapshot,
+                    promoted_at=now,
                 )
             )
 

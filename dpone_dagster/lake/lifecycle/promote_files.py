@@ -142,9 +142,12 @@ def plan_table(conn, fork_alias: str, meta: str, name: TableName, reason: str | 
         return plan.copied("the fork deleted rows (delete files)")
     if any(key is not None for _, _, key in listed):
         return plan.copied("encrypted files")
-    inlined = conn.execute(f"SELECT table_name FROM {meta}.ducklake_inlined_data_tables WHERE table_id = ?", [table_id]).fetchall()
+    inlined = conn.execute(
+        f"SELECT table_name FROM {meta}.ducklake_inlined_data_tables WHERE table_id = ?", [table_id]
+    ).fetchall()
     live_inlined = sum(
-        conn.execute(f"SELECT count(*) FROM {meta}.{quote_ident(t)} WHERE end_snapshot IS NULL").fetchone()[0] for (t,) in inlined
+        conn.execute(f"SELECT count(*) FROM {meta}.{quote_ident(t)} WHERE end_snapshot IS NULL").fetchone()[0]
+        for (t,) in inlined
     )
     (rows,) = conn.execute(f"SELECT count(*) FROM {name.qualified(fork_alias)}").fetchone()  # from the catalog, no scan
     if live_inlined or rows != recorded:  # no inlined row: fewer rows than the files hold = inlined deletions
@@ -232,17 +235,32 @@ class FileMover:
     def move(self, plans: Sequence[TablePlan]) -> dict[TableName, tuple[str, ...]]:
         """Every file of every moving plan, journaled first; the targets by table."""
         method = S3_COPY if self.parent_data_path.startswith("s3://") else RENAME
-        planned = [(p.name, Transfer(f, target_path(self.parent_data_path, p.name, f), method)) for p in plans for f in p.files]
+        planned = [
+            (p.name, Transfer(f, target_path(self.parent_data_path, p.name, f), method)) for p in plans for f in p.files
+        ]
         if not planned:
             return {}
         now = self.clock().isoformat()
         with open_store(self.config.control_store).begin() as conn:
-            conn.execute(journal.insert(), [
-                dict(promotion_id=self.promotion_id, target=t.target, workspace_id=self.parent, lake=self.lake,
-                     fork_id=self.fork, schema_name=n.schema, table_name=n.table, source=t.source,
-                     method=t.method, state=PENDING, created_at=now)
-                for n, t in planned
-            ])
+            conn.execute(
+                journal.insert(),
+                [
+                    dict(
+                        promotion_id=self.promotion_id,
+                        target=t.target,
+                        workspace_id=self.parent,
+                        lake=self.lake,
+                        fork_id=self.fork,
+                        schema_name=n.schema,
+                        table_name=n.table,
+                        source=t.source,
+                        method=t.method,
+                        state=PENDING,
+                        created_at=now,
+                    )
+                    for n, t in planned
+                ],
+            )
         out: dict[TableName, list[str]] = {}
         for name, transfer in planned:
             if not transfer.source.startswith(self.fork_data_path):

@@ -111,9 +111,7 @@ class RoleCatalogLocation(CatalogLocation):
 def read_password(store_url: str, role: str) -> str:
     """The role's password, unsealed (a row from before sealing is sealed in place on the way)."""
     with open_store(store_url).connect() as conn:
-        value = conn.execute(
-            sa.select(role_table.c.password).where(role_table.c.role_name == role)
-        ).scalar()
+        value = conn.execute(sa.select(role_table.c.password).where(role_table.c.role_name == role)).scalar()
     if not value:
         raise ForkRolesMissingError("a fork catalog role has no stored password; re-provision the fork")
     key = role_key(create=not is_sealed(value))
@@ -190,7 +188,9 @@ def _own_schema(conn, schema: str, writer: str) -> None:
     from psycopg import sql
 
     if not role_exists(conn, "SELECT 1 FROM pg_namespace WHERE nspname = %s", schema):
-        conn.execute(sql.SQL("CREATE SCHEMA {} AUTHORIZATION {}").format(sql.Identifier(schema), sql.Identifier(writer)))
+        conn.execute(
+            sql.SQL("CREATE SCHEMA {} AUTHORIZATION {}").format(sql.Identifier(schema), sql.Identifier(writer))
+        )
         return
     conn.execute(sql.SQL("ALTER SCHEMA {} OWNER TO {}").format(sql.Identifier(schema), sql.Identifier(writer)))
     for (table,) in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,)).fetchall():
@@ -252,12 +252,22 @@ def provision(me: PhysicalLake, ancestors: Sequence[PhysicalLake], config: Dpone
     key = role_key(config.state_path, create=True)
     known = stored_passwords(store, [roles.writer, roles.reader])
     fresh = {role: _new_password() for role in (roles.writer, roles.reader) if not known.get(role)}
-    common = dict(catalog=roles.identity, workspace_id=me.workspace_id, lake=me.settings.name,
-                  metadata_schema=schema, admin=admin_json, created_at=now)
-    _record(store, [
-        dict(common, role_name=role, kind=kind, password=seal(fresh.get(role) or known[role], key))
-        for role, kind in ((roles.writer, WRITER), (roles.reader, READER))
-    ] + [dict(common, role_name=roles.group, kind=GROUP, password=None)])
+    common = dict(
+        catalog=roles.identity,
+        workspace_id=me.workspace_id,
+        lake=me.settings.name,
+        metadata_schema=schema,
+        admin=admin_json,
+        created_at=now,
+    )
+    _record(
+        store,
+        [
+            dict(common, role_name=role, kind=kind, password=seal(fresh.get(role) or known[role], key))
+            for role, kind in ((roles.writer, WRITER), (roles.reader, READER))
+        ]
+        + [dict(common, role_name=roles.group, kind=GROUP, password=None)],
+    )
     # a row whose password this key cannot open gets the new one (ALTER ROLE below sets it)
     store_sealed(store, {role: fresh[role] for role in fresh if role in known}, key)
     passwords = stored_passwords(store, [roles.writer, roles.reader])
@@ -288,8 +298,19 @@ def provision(me: PhysicalLake, ancestors: Sequence[PhysicalLake], config: Dpone
                     continue
                 group = role_name(GROUP, roles.identity, theirs)
                 owner = ancestor.workspace_id if is_fork_schema(theirs) else ""  # "": never dropped
-                _record(store, [dict(common, role_name=group, kind=GROUP, password=None,
-                                     workspace_id=owner, metadata_schema=theirs)])
+                _record(
+                    store,
+                    [
+                        dict(
+                            common,
+                            role_name=group,
+                            kind=GROUP,
+                            password=None,
+                            workspace_id=owner,
+                            metadata_schema=theirs,
+                        )
+                    ],
+                )
                 _ensure_role(conn, group, None)
                 _grant_read(conn, theirs, group)
                 conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(group), sql.Identifier(roles.reader)))
@@ -321,8 +342,13 @@ def confine(
 
     def location(role: str) -> RoleCatalogLocation:
         return RoleCatalogLocation(
-            "postgres", f"{base.target} user={roles.reader}", None,
-            base_target=base.target, attach_role=role, store_url=config.control_store, reader=roles.reader,
+            "postgres",
+            f"{base.target} user={roles.reader}",
+            None,
+            base_target=base.target,
+            attach_role=role,
+            store_url=config.control_store,
+            reader=roles.reader,
         )
 
     mine = replace(me, namespace=Namespace(location(roles.writer), me.namespace.schema))

@@ -155,8 +155,7 @@ class ResolvedLake:
             return []
         schemas = sorted({view.name.schema for view in views} - {DEFAULT_SCHEMA})
         body = [
-            Statement.of(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(self.alias)}.{quote_ident(s)}")
-            for s in schemas
+            Statement.of(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(self.alias)}.{quote_ident(s)}") for s in schemas
         ] + [Statement.of(view.create_sql(self.alias)) for view in views]
         return [Statement.of("BEGIN TRANSACTION"), *body, Statement.of("COMMIT")]
 
@@ -171,9 +170,7 @@ class ResolvedLake:
             *self._view_statements(self.views),
         ]
 
-    def statements(
-        self, *, redact: bool = True, credentials: CredentialResolver | None = None
-    ) -> list[str]:
+    def statements(self, *, redact: bool = True, credentials: CredentialResolver | None = None) -> list[str]:
         """The exact SQL `apply()` runs, in order; credentials shown as `'<redacted>'` by default."""
         return [s.render(redact=redact, credentials=credentials) for s in self.plan()]
 
@@ -374,8 +371,7 @@ def _run(conn, statement: Statement, credentials: CredentialResolver | None) -> 
         if not statement.has_secret:
             raise
         raise LakeError(
-            f"a statement carrying credentials failed ({type(exc).__name__}): "
-            + statement.render(redact=True),
+            f"a statement carrying credentials failed ({type(exc).__name__}): " + statement.render(redact=True),
             code="lake.attach_failed",
         ) from None
 
@@ -406,5 +402,3 @@ def root_resolution(
         target=attach_statement(catalog, lake_alias(settings.name), (*options, ("DATA_PATH", data_path))),
         targets=targets,
     )
-
-

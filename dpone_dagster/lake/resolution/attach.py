@@ -38,18 +38,25 @@ FORK_RESERVED_OPTIONS = frozenset({"METADATA_SCHEMA", "DATA_PATH", "OVERRIDE_DAT
 `METADATA_PATH` names the catalog database itself: left in, it would point a fork (or an ancestor
 attach) at another lake's catalog."""
 
-ANCESTOR_OWNED_OPTIONS = FORK_RESERVED_OPTIONS | {
-    "READ_ONLY",
-    "AUTOMATIC_MIGRATION",
-    "CREATE_IF_NOT_EXISTS",
-    "MIGRATE_IF_REQUIRED",
-    "METADATA_CATALOG",
-    "SNAPSHOT_VERSION",  # an ancestor is read live, or at the fork's pin (`lake/resolution/pins.py`), never as settings say
-}
+ANCESTOR_OWNED_OPTIONS = (
+    FORK_RESERVED_OPTIONS
+    | {
+        "READ_ONLY",
+        "AUTOMATIC_MIGRATION",
+        "CREATE_IF_NOT_EXISTS",
+        "MIGRATE_IF_REQUIRED",
+        "METADATA_CATALOG",
+        "SNAPSHOT_VERSION",  # an ancestor is read live, or at the fork's pin (`lake/resolution/pins.py`), never as settings say
+    }
+)
 """Options an ancestor attach always sets itself: it must never write, migrate or create. A named
 `METADATA_CATALOG` stays with the fork's own attach (one name cannot serve two attaches)."""
 
-COMMIT_RETRY_SETTINGS = (("ducklake_max_retry_count", "20"), ("ducklake_retry_wait_ms", "50"), ("ducklake_retry_backoff", "1.3"))
+COMMIT_RETRY_SETTINGS = (
+    ("ducklake_max_retry_count", "20"),
+    ("ducklake_retry_wait_ms", "50"),
+    ("ducklake_retry_backoff", "1.3"),
+)
 """How DuckLake retries a commit that lost the race for the next snapshot id to another process
 (PostgreSQL catalog: run workers, dbt, the prod job committing to one catalog at once). DuckLake's
 default (10 retries from 100 ms, x1.5) gives up after ~8 s of contention; these wait up to ~24 s
@@ -203,9 +210,7 @@ def s3_credential_envs(storage: StorageConfig, access: str) -> tuple[tuple[str, 
     return pairs if all(env for _, env in pairs) else ()
 
 
-def storage_secret_statement(
-    storage: StorageConfig | None, data_path: str, access: str = "owner"
-) -> Statement | None:
+def storage_secret_statement(storage: StorageConfig | None, data_path: str, access: str = "owner") -> Statement | None:
     """`CREATE OR REPLACE TEMPORARY SECRET` for an `s3://` data path, scoped to that path.
 
     DuckDB picks the secret with the longest matching SCOPE, so an ancestor's path read with

@@ -122,7 +122,9 @@ def physical_lake(
             "forks refuse to run rather than write the shared catalog (share the lake instead)"
         )
     schema = fork_metadata_schema(workspace_id, settings.name, incarnation)
-    namespace = Namespace(fork_catalog_location(base, schema), None) if base.kind == "duckdb" else Namespace(base, schema)
+    namespace = (
+        Namespace(fork_catalog_location(base, schema), None) if base.kind == "duckdb" else Namespace(base, schema)
+    )
     fork_path = fork_data_path(workspace_id, data_path, incarnation)
     return PhysicalLake(workspace_id, settings, namespace, fork_path, True, incarnation)
 
@@ -193,9 +195,7 @@ def _inspect(
     return mine, attachable, warnings
 
 
-def _chain_lakes(
-    view: WorkspaceLakeView, config: DponeConfig
-) -> tuple[list[PhysicalLake], dict[str, PhysicalLake]]:
+def _chain_lakes(view: WorkspaceLakeView, config: DponeConfig) -> tuple[list[PhysicalLake], dict[str, PhysicalLake]]:
     """Ancestors to attach (one per physical location, nearest first) and who serves each member."""
     ancestors: list[PhysicalLake] = []
     serving: dict[str, PhysicalLake] = {}
@@ -246,7 +246,11 @@ def _defer_views(
 
 
 def _partition_views(
-    view: WorkspaceLakeView, serving: dict[str, PhysicalLake], attachable: set[str], aliases: dict[str, str], own_alias: str
+    view: WorkspaceLakeView,
+    serving: dict[str, PhysicalLake],
+    attachable: set[str],
+    aliases: dict[str, str],
+    own_alias: str,
 ) -> list[PartitionView]:
     """A union view per table this fork built by partition, over the nearest owner (self excluded)."""
     if not view.partitions:
@@ -266,12 +270,13 @@ def _require_current(config: DponeConfig, workspace_id: str, incarnation: str) -
         current = is_current_incarnation(conn, workspace_id, incarnation)
     if not current:
         raise ForkDroppingError(
-            f"workspace {workspace_id!r} was dropped (or re-created) after this plan was made; "
-            "resolve again"
+            f"workspace {workspace_id!r} was dropped (or re-created) after this plan was made; resolve again"
         )
 
 
-def register_place(workspace_id: str, lake: str, own: LakeConfig, me: PhysicalLake, config: DponeConfig, ports: LakePorts) -> None:
+def register_place(
+    workspace_id: str, lake: str, own: LakeConfig, me: PhysicalLake, config: DponeConfig, ports: LakePorts
+) -> None:
     """Record the fork's own place in the cleanup ledger (before anything is created there)."""
     record = NamespaceRecord(
         workspace_id=workspace_id,
@@ -394,7 +399,9 @@ def ancestor_reads(workspace_id: str, lake: str, config: DponeConfig, *, pinned:
         AncestorAttach(
             a.workspace_id,
             aliases[a.workspace_id],
-            secret_and_attach(a, aliases[a.workspace_id], ancestor_options(a, view.pins.get(a.workspace_id) if pinned else None)),
+            secret_and_attach(
+                a, aliases[a.workspace_id], ancestor_options(a, view.pins.get(a.workspace_id) if pinned else None)
+            ),
         )
         for a in ancestors
     )

@@ -88,10 +88,7 @@ def legacy_fork_catalog_file(parent_catalog_file: str, stem: str) -> str:
 
 def ancestor_alias(lake: str, ancestor_id: str) -> str:
     """Catalog alias under which `ancestor_id`'s copy of `lake` is attached READ_ONLY in a fork."""
-    return (
-        f"{ANCESTOR_ALIAS_PREFIX}{mangle(lake, 20)}_{mangle(ancestor_id, 20)}_"
-        f"{hash8(lake, ancestor_id)}"
-    )
+    return f"{ANCESTOR_ALIAS_PREFIX}{mangle(lake, 20)}_{mangle(ancestor_id, 20)}_{hash8(lake, ancestor_id)}"
 
 
 def fork_segment(workspace_id: str, incarnation: str = "") -> str:
@@ -133,9 +130,7 @@ def split_storage_root(data_path: str) -> tuple[str, str]:
         raise DataPathError("a data path URL must look like scheme://bucket/prefix/")
     path = PurePosixPath(data_path)
     if not path.name:
-        raise DataPathError(
-            "a local data path must name a folder below some parent folder, not a filesystem root"
-        )
+        raise DataPathError("a local data path must name a folder below some parent folder, not a filesystem root")
     return str(path.parent), path.name
 
 

@@ -146,7 +146,11 @@ class PartitionView:
             )
         if self.has_owner:
             owner = self.source.qualified(self.owner_alias)
-            where = f" WHERE (({col} IS NULL) OR (CAST({col} AS VARCHAR) NOT IN ({_in_list(self.keys)})))" if self.keys else ""
+            where = (
+                f" WHERE (({col} IS NULL) OR (CAST({col} AS VARCHAR) NOT IN ({_in_list(self.keys)})))"
+                if self.keys
+                else ""
+            )
             parts.append(f"SELECT * FROM {owner}{where}")
         if not parts:
             raise PartitionTrackingError(f"{self.name} has neither fork partitions nor an owner to read")

@@ -102,9 +102,7 @@ def pins(engine_or_store: StoreLike, workspace_id: str, lake: str) -> dict[str, 
         return read_pins(conn, workspace_id, lake)
 
 
-def built_from(
-    engine_or_store: StoreLike, workspace_id: str, lake: str, table: str | TableName
-) -> dict[str, int]:
+def built_from(engine_or_store: StoreLike, workspace_id: str, lake: str, table: str | TableName) -> dict[str, int]:
     """Per ancestor (owner workspace id): the snapshot of it that `table`'s latest build in fork
     `workspace_id` could read. Empty when the table was never built there (or outside fork mode)."""
     name = table if isinstance(table, TableName) else TableName.parse(table)
@@ -228,8 +226,11 @@ def pin_lake(
         for owner in wanted:
             conn.execute(
                 fork_pin.insert().values(
-                    workspace_id=workspace_id, lake=lake, owner_workspace_id=owner,
-                    snapshot_id=found.snapshots[owner], pinned_at=now,
+                    workspace_id=workspace_id,
+                    lake=lake,
+                    owner_workspace_id=owner,
+                    snapshot_id=found.snapshots[owner],
+                    pinned_at=now,
                 )
             )
     return {m: found.snapshots[m] for m in wanted}

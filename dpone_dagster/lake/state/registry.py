@@ -40,9 +40,7 @@ from dpone_dagster.lake.resolution.attach import CatalogLocation
 
 REGISTRATION_TTL = timedelta(seconds=60)
 # StorageConfig fields added after ledger rows existed: omitted from `storage_json` while None
-LATER_STORAGE_FIELDS = frozenset(
-    {"read_only_key_id_env", "read_only_secret_env", "fork_key_id_env", "fork_secret_env"}
-)
+LATER_STORAGE_FIELDS = frozenset({"read_only_key_id_env", "read_only_secret_env", "fork_key_id_env", "fork_secret_env"})
 
 
 class ForkDroppingError(WorkspaceError):
@@ -179,9 +177,7 @@ def register(
                 f"workspace {record.workspace_id!r} is being dropped or was re-created; this "
                 "resolution belongs to a dropped incarnation and attaches nothing"
             )
-        updated = conn.execute(
-            ledger.update().where(_key(record)).values(schema_dropped=False)
-        ).rowcount
+        updated = conn.execute(ledger.update().where(_key(record)).values(schema_dropped=False)).rowcount
         if not updated:
             conn.execute(ledger.insert().values(**_location_values(record), schema_dropped=False))
     cache.remember(store, record, now, incarnation)
@@ -215,9 +211,7 @@ def to_tombstone(engine: Engine, record: NamespaceRecord, swept_at: datetime) ->
             tombstone_table.update().where(_key_of(tombstone_table, record)).values(swept_at=swept_at.isoformat())
         ).rowcount
         if not updated:
-            conn.execute(
-                tombstone_table.insert().values(**_location_values(record), swept_at=swept_at.isoformat())
-            )
+            conn.execute(tombstone_table.insert().values(**_location_values(record), swept_at=swept_at.isoformat()))
         conn.execute(ledger.delete().where(_key(record)))
 
 

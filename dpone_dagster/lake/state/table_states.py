@@ -66,7 +66,9 @@ class LakeTableStates:
 
     @property
     def namespace(self) -> str:
-        return fork_metadata_schema(self.workspace_id, self.lake, self.incarnation) if self.fork_mode else ROOT_NAMESPACE
+        return (
+            fork_metadata_schema(self.workspace_id, self.lake, self.incarnation) if self.fork_mode else ROOT_NAMESPACE
+        )
 
     def of(self, table: TableName) -> TableState:
         found = self.tables.get(table)
@@ -112,7 +114,13 @@ class LakeTableStates:
 def _chain_rows(config: DponeConfig, chain: list[str], lake: str) -> list[TrackingRow]:
     p = materialized_partition
     query = sa.select(
-        p.c.workspace_id, p.c.schema_name, p.c.table_name, p.c.partition_key, p.c.status, p.c.snapshot_id, p.c.updated_at
+        p.c.workspace_id,
+        p.c.schema_name,
+        p.c.table_name,
+        p.c.partition_key,
+        p.c.status,
+        p.c.snapshot_id,
+        p.c.updated_at,
     ).where(p.c.workspace_id.in_(chain), p.c.lake == lake)
     with open_store(config.control_store).connect() as conn:
         return [

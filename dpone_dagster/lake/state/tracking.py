@@ -179,9 +179,7 @@ def forget_workspace(conn: Connection, workspace_id: str) -> None:
         conn.execute(table.delete().where(table.c.workspace_id == workspace_id))
 
 
-def nearest_owners(
-    chain_ids: Sequence[str], tracking: ChainTracking
-) -> dict[TableName, tuple[int, TrackedTable]]:
+def nearest_owners(chain_ids: Sequence[str], tracking: ChainTracking) -> dict[TableName, tuple[int, TrackedTable]]:
     """For each table not tracked by `chain_ids[0]`: (index of the nearest owning ancestor, entry).
 
     An entry marked `missing` still names its owner (the table is missing there, and is not
@@ -195,9 +193,7 @@ def nearest_owners(
     return owners
 
 
-def state_in_chain(
-    chain_ids: Sequence[str], tracking: ChainTracking, name: TableName, *, fork_mode: bool
-) -> ForkState:
+def state_in_chain(chain_ids: Sequence[str], tracking: ChainTracking, name: TableName, *, fork_mode: bool) -> ForkState:
     if not fork_mode:
         return ForkState("own")
     mine = tracking.of(chain_ids[0]).get(name)
@@ -330,9 +326,7 @@ def workspace_lake_view(
                 raise ForkDroppingError(f"workspace {workspace_id!r} is being dropped")
             raise UnknownWorkspaceError(f"workspace {workspace_id!r} does not exist")
         if chain[0].state != ACTIVE:
-            raise ForkDroppingError(
-                f"workspace {workspace_id!r} is being dropped; it takes no new runs"
-            )
+            raise ForkDroppingError(f"workspace {workspace_id!r} is being dropped; it takes no new runs")
         ids = [w.id for w in chain]
         settings = lake_settings(conn, ids, config, lake)
         partitions = read_partitions(conn, workspace_id, lake)
@@ -357,12 +351,8 @@ def fork_namespace(workspace_id: str, lake: str, config: DponeConfig | None = No
     return fork_metadata_schema(workspace_id, lake, view.incarnation) if view.fork_mode else "(root)"
 
 
-def fork_state(
-    workspace_id: str, lake: str, schema: str, table: str, config: DponeConfig | None = None
-) -> ForkState:
+def fork_state(workspace_id: str, lake: str, schema: str, table: str, config: DponeConfig | None = None) -> ForkState:
     """`own` outside forks; in a fork `fork_materialized`, `deferred` (with owner) or `absent`."""
     config = config or load_config()
     view = workspace_lake_view(workspace_id, lake, config)
-    return state_in_chain(
-        view.chain_ids, view.tracking, TableName(schema, table), fork_mode=view.fork_mode
-    )
+    return state_in_chain(view.chain_ids, view.tracking, TableName(schema, table), fork_mode=view.fork_mode)

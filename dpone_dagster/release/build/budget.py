@@ -60,4 +60,10 @@ def require_parent_can_fit(*, ordinary_workloads: int) -> None:
 def flow_directories(paths: Iterable[str], flows_root: str = "flows") -> int:
     """How many `flows/<dir>/` workload directories the source paths name (the cheap count)."""
     prefix = flows_root.rstrip("/") + "/"
-    return len({path[len(prefix):].split("/", 1)[0] for path in paths if path.startswith(prefix) and "/" in path[len(prefix):]})
+    return len(
+        {
+            path[len(prefix) :].split("/", 1)[0]
+            for path in paths
+            if path.startswith(prefix) and "/" in path[len(prefix) :]
+        }
+    )

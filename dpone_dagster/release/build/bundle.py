@@ -133,7 +133,9 @@ def open_bundle(members: Mapping[str, bytes], *, expected_release_id: str | None
     parent = _read_parent(parent_bytes)
     release_id = release_id_of(parent)
     if expected_release_id is not None and release_id != expected_release_id:
-        raise IntegrityError("release.integrity_mismatch", "the parent document does not have the expected release identity")
+        raise IntegrityError(
+            "release.integrity_mismatch", "the parent document does not have the expected release identity"
+        )
     expected_paths = {PARENT_PATH}
     if isinstance(parent, PagedDevelopmentReleaseSetV3):
         ordinary_constituents, source_sidecars, page_paths = read_pages(members, parent)
@@ -145,7 +147,9 @@ def open_bundle(members: Mapping[str, bytes], *, expected_release_id: str | None
     for constituent in parent.native_constituents:
         document = _native_document(members, constituent.constituent_id, parent)
         if tuple(sorted(project.project_name for project in document.projects)) != tuple(constituent.project_names):
-            raise IntegrityError("release.integrity_mismatch", "a native constituent names other projects than its document")
+            raise IntegrityError(
+                "release.integrity_mismatch", "a native constituent names other projects than its document"
+            )
         expected_paths.add(native_path(constituent.constituent_id))
         for project in document.projects:
             path = selection_path(constituent.constituent_id, project.project_name)
@@ -166,7 +170,9 @@ def open_bundle(members: Mapping[str, bytes], *, expected_release_id: str | None
             raise IntegrityError("release.integrity_mismatch", f"source file {sidecar.path!r} is missing or altered")
     extra = set(members) - expected_paths
     if extra:
-        raise IntegrityError("release.integrity_mismatch", f"the release holds {len(extra)} member(s) its parent does not bind")
+        raise IntegrityError(
+            "release.integrity_mismatch", f"the release holds {len(extra)} member(s) its parent does not bind"
+        )
     return ReleaseBundle(
         release_id=release_id,
         parent=parent,
@@ -183,21 +189,34 @@ def _read_parent(data: bytes) -> DevelopmentParent:
     try:
         parent = read_development_document(data)
     except DispatchError as error:
-        raise IntegrityError("release.not_development_family", f"the parent is not a development release ({error.code})") from None
+        raise IntegrityError(
+            "release.not_development_family", f"the parent is not a development release ({error.code})"
+        ) from None
     except (CanonicalError, CodedError) as error:
         raise IntegrityError("release.integrity_mismatch", f"the parent document is invalid ({error.code})") from None
     if not isinstance(parent, (DevelopmentReleaseSetV3, PagedDevelopmentReleaseSetV3)):
-        raise IntegrityError("release.not_development_family", "the parent is a development document but not a release parent")
+        raise IntegrityError(
+            "release.not_development_family", "the parent is a development document but not a release parent"
+        )
     return parent
 
 
-def _native_document(members: Mapping[str, bytes], constituent_id: str, parent: DevelopmentParent) -> DbtDevelopmentReleaseSet:
-    document = _bound_document(DbtDevelopmentReleaseSet, DbtDevelopmentReleaseSet.KIND, members.get(native_path(constituent_id)), constituent_id)
+def _native_document(
+    members: Mapping[str, bytes], constituent_id: str, parent: DevelopmentParent
+) -> DbtDevelopmentReleaseSet:
+    document = _bound_document(
+        DbtDevelopmentReleaseSet,
+        DbtDevelopmentReleaseSet.KIND,
+        members.get(native_path(constituent_id)),
+        constituent_id,
+    )
     if document is None:
         raise IntegrityError("release.integrity_mismatch", "a native constituent document is missing or altered")
     bound = ("policy_digest", "grant_digest", "source_repository_digest", "source_commit", "source_snapshot_digest")
     if any(getattr(document, field) != getattr(parent, field) for field in bound):
-        raise IntegrityError("release.integrity_mismatch", "a native constituent was built under other authority or source")
+        raise IntegrityError(
+            "release.integrity_mismatch", "a native constituent was built under other authority or source"
+        )
     return document
 
 
@@ -208,17 +227,25 @@ def _selection(members: Mapping[str, bytes], path: str, project) -> Mapping[str,
     except (CanonicalError, CodedError):
         value = None
     if value is None or canonical_digest(SELECTION_KIND, data) != project.selection_fingerprint:
-        raise IntegrityError("release.integrity_mismatch", f"the selection of project {project.project_name!r} is missing or altered")
+        raise IntegrityError(
+            "release.integrity_mismatch", f"the selection of project {project.project_name!r} is missing or altered"
+        )
     nodes = {node["unique_id"] for node in value.get("nodes", [])} if isinstance(value, dict) else set()
     if nodes != {node.unique_id for node in project.nodes}:
-        raise IntegrityError("release.integrity_mismatch", f"the selection of project {project.project_name!r} names other nodes")
+        raise IntegrityError(
+            "release.integrity_mismatch", f"the selection of project {project.project_name!r} names other nodes"
+        )
     return MappingProxyType(value)
 
 
 def _ordinary_workload(members: Mapping[str, bytes], path: str, constituent) -> CapturedWorkload:
-    workload = _bound_document(CapturedWorkload, ORDINARY_CONSTITUENT_KIND, members.get(path), constituent.constituent_id)
+    workload = _bound_document(
+        CapturedWorkload, ORDINARY_CONSTITUENT_KIND, members.get(path), constituent.constituent_id
+    )
     if workload is None:
-        raise IntegrityError("release.integrity_mismatch", f"ordinary constituent {constituent.pack_id!r} is missing or altered")
+        raise IntegrityError(
+            "release.integrity_mismatch", f"ordinary constituent {constituent.pack_id!r} is missing or altered"
+        )
     if (
         workload.pack_id != constituent.pack_id
         or workload.selector != constituent.selector
@@ -227,7 +254,9 @@ def _ordinary_workload(members: Mapping[str, bytes], path: str, constituent) -> 
         or workload.dag.content_sha256 != constituent.dag_content_sha256
         or tuple(workload.hook_order) != tuple(constituent.hook_ids)
     ):
-        raise IntegrityError("release.integrity_mismatch", f"ordinary constituent {constituent.pack_id!r} disagrees with the parent")
+        raise IntegrityError(
+            "release.integrity_mismatch", f"ordinary constituent {constituent.pack_id!r} disagrees with the parent"
+        )
     return workload
 
 
@@ -244,7 +273,9 @@ def _bound_document(model: type[ContractModel], kind: str, data: bytes | None, e
         document = parse_document(model, data)
     except (CanonicalError, CodedError) as error:
         if _document_digest(kind, data) == expected:  # the bound bytes themselves are not a valid document
-            raise IntegrityError("release.integrity_mismatch", f"a constituent document is invalid ({error.code})") from None
+            raise IntegrityError(
+                "release.integrity_mismatch", f"a constituent document is invalid ({error.code})"
+            ) from None
         return None
     return document if canonical_digest(kind, data) == expected else None
 
@@ -268,7 +299,9 @@ def deployment_projection(bundle: ReleaseBundle, authority: DevelopmentAuthority
     grant digest from the verified parent itself; never from labels, names or flags.
     """
     if authority.grant_digest != bundle.parent.grant_digest:
-        raise IntegrityError("release.integrity_mismatch", "the authority presented is not the grant this release was built under")
+        raise IntegrityError(
+            "release.integrity_mismatch", "the authority presented is not the grant this release was built under"
+        )
     return DeploymentProjection(
         release_id=bundle.release_id,
         deployment_id=deployment_id_of(bundle.release_id, authority.environment),

@@ -86,7 +86,9 @@ class VerifiedSourceFiles(Protocol):
     def read_bytes(self, path: str) -> bytes: ...
 
 
-def assemble_native_release(compilation: NativeCompilation, authority: DevelopmentAuthorityReceipt) -> DbtDevelopmentReleaseSet:
+def assemble_native_release(
+    compilation: NativeCompilation, authority: DevelopmentAuthorityReceipt
+) -> DbtDevelopmentReleaseSet:
     """The development dbt release set of `compilation`, under `authority`; membership must match the grant."""
     if tuple(compilation.membership) != tuple(authority.native_membership):
         raise MembershipError(
@@ -98,13 +100,18 @@ def assemble_native_release(compilation: NativeCompilation, authority: Developme
         DbtProjectRelease(
             project_name=project.name,
             selection_fingerprint=project.selection_fingerprint,
-            nodes=[DbtNode(unique_id=node.unique_id, checksum=DbtChecksum(name="sha256", checksum=node.dbt_checksum)) for node in project.nodes],
+            nodes=[
+                DbtNode(unique_id=node.unique_id, checksum=DbtChecksum(name="sha256", checksum=node.dbt_checksum))
+                for node in project.nodes
+            ],
             route_certifications=(),
         )
         for project in sorted(compilation.projects, key=lambda item: item.name)
     ]
     return DbtDevelopmentReleaseSet(
-        artifact_wire=ARTIFACT_WIRE, projects=projects, **_development_binding(authority, compilation.source_snapshot_digest)
+        artifact_wire=ARTIFACT_WIRE,
+        projects=projects,
+        **_development_binding(authority, compilation.source_snapshot_digest),
     )
 
 
@@ -161,11 +168,15 @@ def check_composition(
         raise MembershipError("release.membership_empty", "a development release needs native or ordinary workloads")
     snapshots = {item.source_snapshot_digest for item in (native, ordinary) if item is not None}
     if len(snapshots) != 1:
-        raise SourceClosureError("release.source_closure_mismatch", "native and ordinary constituents come from different source snapshots")
+        raise SourceClosureError(
+            "release.source_closure_mismatch", "native and ordinary constituents come from different source snapshots"
+        )
     workloads = tuple(ordinary.workloads) if ordinary is not None else ()
     _require_ordinary_membership(workloads, authority)
     if native is None and authority.native_membership:
-        raise MembershipError("release.membership_mismatch", "the grant names native workloads but no dbt project was compiled")
+        raise MembershipError(
+            "release.membership_mismatch", "the grant names native workloads but no dbt project was compiled"
+        )
     _require_unique_claims(workloads)
     _require_no_collisions(native, workloads)
     source_bytes = (native.source_bytes if native else 0) + sum(f.size for w in workloads for f in w.source_files)
@@ -208,7 +219,9 @@ def check_composition(
     sidecars.sort(key=SourceSidecar.sort_key)
     native_constituents.sort(key=lambda item: item.constituent_id)
     binding = _development_binding(authority, snapshots.pop())
-    parent, documents = development_parent(binding, native_constituents, ordinary_constituents, sidecars, authority.execution_subjects)
+    parent, documents = development_parent(
+        binding, native_constituents, ordinary_constituents, sidecars, authority.execution_subjects
+    )
     members.update(documents)
     return CheckedComposition(parent, members, tuple(sidecars))
 
@@ -252,7 +265,9 @@ def development_parent(
     return paged, documents
 
 
-def compose_checked(checked: CheckedComposition, *, source: VerifiedSourceFiles, stage_dir: Path | None = None) -> ReleaseBundle:
+def compose_checked(
+    checked: CheckedComposition, *, source: VerifiedSourceFiles, stage_dir: Path | None = None
+) -> ReleaseBundle:
     """Reacquire every exact source byte of `checked`, stage, reread and verify (`open_bundle`)."""
     members = dict(checked.documents)
     for sidecar in checked.sidecars:
@@ -268,7 +283,10 @@ def require_authority(authority: object) -> DevelopmentAuthorityReceipt:
 
 
 def _sidecars(constituent_id: str, files: Iterable[tuple[str, str, int]]) -> list[SourceSidecar]:
-    return [SourceSidecar(constituent_id=constituent_id, path=path, content_sha256=sha, size=size) for path, sha, size in files]
+    return [
+        SourceSidecar(constituent_id=constituent_id, path=path, content_sha256=sha, size=size)
+        for path, sha, size in files
+    ]
 
 
 def _exact_bytes(source: VerifiedSourceFiles, sidecar: SourceSidecar) -> bytes:
@@ -276,13 +294,19 @@ def _exact_bytes(source: VerifiedSourceFiles, sidecar: SourceSidecar) -> bytes:
         data = source.read_bytes(sidecar.path)
     except Exception as error:
         code = getattr(error, "code", "source.unreadable")
-        raise SourceClosureError("release.source_closure_mismatch", f"source file {sidecar.path!r} cannot be reacquired ({code})") from None
+        raise SourceClosureError(
+            "release.source_closure_mismatch", f"source file {sidecar.path!r} cannot be reacquired ({code})"
+        ) from None
     if len(data) != sidecar.size or content_sha256(data) != sidecar.content_sha256:
-        raise SourceClosureError("release.source_closure_mismatch", f"source file {sidecar.path!r} drifted from its recorded digest")
+        raise SourceClosureError(
+            "release.source_closure_mismatch", f"source file {sidecar.path!r} drifted from its recorded digest"
+        )
     return data
 
 
-def _require_ordinary_membership(workloads: tuple[CapturedWorkload, ...], authority: DevelopmentAuthorityReceipt) -> None:
+def _require_ordinary_membership(
+    workloads: tuple[CapturedWorkload, ...], authority: DevelopmentAuthorityReceipt
+) -> None:
     captured = tuple(sorted(workload.pack_id for workload in workloads))
     if captured != tuple(authority.ordinary_membership):
         raise MembershipError(
@@ -301,14 +325,18 @@ def _require_unique_claims(workloads: tuple[CapturedWorkload, ...]) -> None:
             raise MembershipError("release.membership_duplicate", f"two ordinary workloads claim the same {label}")
     for workload in workloads:
         if len(workload.hook_order) != len(set(workload.hook_order)):
-            raise MembershipError("release.membership_duplicate", f"workload {workload.pack_id!r} declares a hook id twice")
+            raise MembershipError(
+                "release.membership_duplicate", f"workload {workload.pack_id!r} declares a hook id twice"
+            )
 
 
 def _require_no_collisions(native: NativeCompilation | None, workloads: tuple[CapturedWorkload, ...]) -> None:
     writers: dict[str, str] = {}
     claims: list[tuple[str, str]] = []
     if native is not None:
-        claims.extend((relation, uid) for project in native.projects for relation, uid in project.logical_writes.items())
+        claims.extend(
+            (relation, uid) for project in native.projects for relation, uid in project.logical_writes.items()
+        )
     claims.extend((relation, workload.pack_id) for workload in workloads for relation in workload.logical_writes)
     for relation, writer in claims:
         if relation in writers:

@@ -26,21 +26,38 @@ def run(request: dict) -> dict:
     from dbt.cli.main import dbtRunner
 
     common = [
-        "--project-dir", request["project_dir"],
-        "--profiles-dir", request["profiles_dir"],
-        "--target-path", request["target_dir"],
-        "--log-path", request["log_dir"],
+        "--project-dir",
+        request["project_dir"],
+        "--profiles-dir",
+        request["profiles_dir"],
+        "--target-path",
+        request["target_dir"],
+        "--log-path",
+        request["log_dir"],
         "--no-partial-parse",
     ]
-    flags = ["--no-version-check", "--no-send-anonymous-usage-stats", "--no-use-colors", "--quiet", "--log-level", "none"]
+    flags = [
+        "--no-version-check",
+        "--no-send-anonymous-usage-stats",
+        "--no-use-colors",
+        "--quiet",
+        "--log-level",
+        "none",
+    ]
     parsed = dbtRunner().invoke([*flags, "parse", *common])
     if not parsed.success:
         return {"ok": False, "phase": "parse", "cause": _cause(parsed.exception)}
     runner = dbtRunner(manifest=parsed.result)
     compiled = runner.invoke([*flags, "compile", *common, "--no-populate-cache"])
     if not compiled.success:
-        failing = [str(getattr(r, "message", "")) for r in (compiled.result or []) if getattr(r, "status", "") == "error"]
-        return {"ok": False, "phase": "compile", "cause": _cause(compiled.exception or (failing[0] if failing else None))}
+        failing = [
+            str(getattr(r, "message", "")) for r in (compiled.result or []) if getattr(r, "status", "") == "error"
+        ]
+        return {
+            "ok": False,
+            "phase": "compile",
+            "cause": _cause(compiled.exception or (failing[0] if failing else None)),
+        }
     listed = runner.invoke(
         [*flags, "ls", *common, *request["selection"], "--output", "json", "--output-keys", "unique_id"]
     )

@@ -47,7 +47,9 @@ class FlowSqlError(FlowError):
     }
 
 
-STATEMENT_TYPES = frozenset({"SELECT", "INSERT", "UPDATE", "DELETE", "MERGE_INTO", "CREATE", "DROP", "ALTER", "TRANSACTION"})
+STATEMENT_TYPES = frozenset(
+    {"SELECT", "INSERT", "UPDATE", "DELETE", "MERGE_INTO", "CREATE", "DROP", "ALTER", "TRANSACTION"}
+)
 """DuckDB `StatementType` names a flow statement may parse to."""
 
 STATEMENT_HEADS = frozenset(
@@ -108,7 +110,10 @@ def flow_sql_writes(sql: str, where: str) -> frozenset[str]:
     for group, kind in zip(groups, kinds, strict=True):
         head = _head(group)
         if kind not in STATEMENT_TYPES or head not in STATEMENT_HEADS:
-            raise FlowError("flows.sql_statement_not_allowed", f"{where} uses a {head.upper() or kind!r} statement, which flows may not run")
+            raise FlowError(
+                "flows.sql_statement_not_allowed",
+                f"{where} uses a {head.upper() or kind!r} statement, which flows may not run",
+            )
         writes |= _statement_writes(group, head, where)
         _check_calls(group, where)
         _check_host_names(group, where)
@@ -134,7 +139,9 @@ def _statement_writes(group: Sequence[Token], head: str, where: str) -> set[str]
     if head == "drop":
         return _drop_writes(group, start + 1, where)
     if head == "alter":
-        if words[start + 1 : start + 2] != ["table"] or any(a == "rename" and b == "to" for a, b in zip(words, words[1:])):
+        if words[start + 1 : start + 2] != ["table"] or any(
+            a == "rename" and b == "to" for a, b in zip(words, words[1:])
+        ):
             raise FlowError("flows.sql_statement_not_allowed", f"{where} alters something other than a table's columns")
         return {_relation(group, _skip(words, start + 2, ("if", "exists")))}
     writes = set()
@@ -162,7 +169,10 @@ def _create_writes(group: Sequence[Token], position: int, where: str) -> set[str
     if kind == "schema":
         return set()
     if kind not in ("table", "view"):
-        raise FlowError("flows.sql_statement_not_allowed", f"{where} creates a {str(kind or 'thing').upper()}; flows create tables, views and schemas only")
+        raise FlowError(
+            "flows.sql_statement_not_allowed",
+            f"{where} creates a {str(kind or 'thing').upper()}; flows create tables, views and schemas only",
+        )
     relation = _relation(group, _skip(words, position + 1, ("if", "not", "exists")))
     return set() if temporary else {relation}
 
@@ -219,7 +229,9 @@ def _is_relation_or_alias(group: Sequence[Token], index: int) -> bool:
         start -= 2
     before = group[start - 1] if start else None
     if before is not None and (
-        before.kind == "identifier" or before.is_op(")") or (before.kind == "keyword" and before.word in _RELATION_KEYWORDS | {"as"})
+        before.kind == "identifier"
+        or before.is_op(")")
+        or (before.kind == "keyword" and before.word in _RELATION_KEYWORDS | {"as"})
     ):
         return True
     if before is None or not (before.is_op(",") or before.word in ("with", "recursive")):
@@ -248,9 +260,13 @@ def _check_host_names(group: Sequence[Token], where: str) -> None:
         elif token.kind == "keyword" and token.word in _FROM_LIST_ENDS:
             in_from_list[depth] = False
         elif token.kind == "string_const" and previous is not None:
-            after_keyword = previous.kind == "keyword" and previous.word in _FROM_LIST_STARTS and in_from_list.get(depth, False)
+            after_keyword = (
+                previous.kind == "keyword" and previous.word in _FROM_LIST_STARTS and in_from_list.get(depth, False)
+            )
             if after_keyword or (previous.is_op(",") and in_from_list.get(depth, False)):
-                raise FlowSqlError("flows.sql_host_access", f"{where} reads a file named by a string where a table goes")
+                raise FlowSqlError(
+                    "flows.sql_host_access", f"{where} reads a file named by a string where a table goes"
+                )
         elif token.kind == "identifier" and token.text.startswith('"') and _PATH_CHARACTERS & set(token.word):
             raise FlowSqlError("flows.sql_host_access", f"{where} uses a quoted name that looks like a file path")
         previous = token
@@ -271,4 +287,6 @@ def duckdb_function_names() -> frozenset[str]:
         "lock_configuration": True,
     }
     with _CATALOG_LOCK, duckdb.connect(":memory:", config=config) as conn:
-        return frozenset(row[0].lower() for row in conn.execute("select distinct function_name from duckdb_functions()").fetchall())
+        return frozenset(
+            row[0].lower() for row in conn.execute("select distinct function_name from duckdb_functions()").fetchall()
+        )

@@ -72,7 +72,9 @@ class _Workload:
     pack: FlowPack
 
 
-def capture_ordinary(source: SourceReader, *, resource_ceiling: ResourceCeilingLike, flows_root: str = "flows") -> OrdinaryCapture:
+def capture_ordinary(
+    source: SourceReader, *, resource_ceiling: ResourceCeilingLike, flows_root: str = "flows"
+) -> OrdinaryCapture:
     """Capture and verify every ordinary workload under `flows_root` (see the module docstring)."""
     workloads = _load_workloads(source, resource_ceiling, flows_root, require_pack=True)
     membership = _membership(workloads)
@@ -83,7 +85,10 @@ def capture_ordinary(source: SourceReader, *, resource_ceiling: ResourceCeilingL
         for relation in workload.pack.logical_writes:
             other = writers.setdefault(relation, workload.manifest.pack_id)
             if other != workload.manifest.pack_id:
-                raise FlowError("flows.duplicate_logical_write", f"workloads {other!r} and {workload.manifest.pack_id!r} both write {relation!r}")
+                raise FlowError(
+                    "flows.duplicate_logical_write",
+                    f"workloads {other!r} and {workload.manifest.pack_id!r} both write {relation!r}",
+                )
     ceiling = ResourceCeiling(
         max_cpu_millicores=resource_ceiling.max_cpu_millicores, max_memory_bytes=resource_ceiling.max_memory_bytes
     )
@@ -121,12 +126,18 @@ def verify_committed_pack(data: bytes, rebuilt: FlowPack, where: str) -> FlowPac
             continue
         kind = task.get("kind")
         if kind not in _TASK_VERBS:
-            raise FlowError("flows.unsupported_process_kind", f"{where}: task #{index} has process kind {str(kind)[:40]!r}")
+            raise FlowError(
+                "flows.unsupported_process_kind", f"{where}: task #{index} has process kind {str(kind)[:40]!r}"
+            )
         command = task.get("command")
         if not isinstance(command, list) or command[:2] != [RUNTIME_PROGRAM, _TASK_VERBS[kind]]:
-            raise FlowError("flows.arbitrary_command", f"{where}: task #{index} carries a command the generator did not produce")
+            raise FlowError(
+                "flows.arbitrary_command", f"{where}: task #{index} carries a command the generator did not produce"
+            )
         if kind == "sql_pre_hook" and task.get("publish_xcom") is not False:
-            raise FlowError("flows.pre_hook_publishes_xcom", f"{where}: pre-hook task #{index} must keep publish_xcom=false")
+            raise FlowError(
+                "flows.pre_hook_publishes_xcom", f"{where}: pre-hook task #{index} must keep publish_xcom=false"
+            )
     try:
         committed = FlowPack.from_value(raw)
     except ContractError as error:
@@ -138,7 +149,9 @@ def verify_committed_pack(data: bytes, rebuilt: FlowPack, where: str) -> FlowPac
     if difference is not None:
         raise FlowError("flows.pack_drift", f"{where}: field {difference} differs from the pack rebuilt from source")
     if committed.fingerprint != rebuilt.fingerprint or committed.expected_fingerprint() != committed.fingerprint:
-        raise FlowError("flows.pack_fingerprint_mismatch", f"{where}: the fingerprint does not match the pack's content")
+        raise FlowError(
+            "flows.pack_fingerprint_mismatch", f"{where}: the fingerprint does not match the pack's content"
+        )
     return committed
 
 
@@ -164,7 +177,9 @@ def first_difference(left: object, right: object, path: str = "") -> str | None:
 # ---------------------------------------------------------------------------------------------
 
 
-def _load_workloads(source: SourceReader, ceiling: ResourceCeilingLike, flows_root: str, *, require_pack: bool) -> list[_Workload]:
+def _load_workloads(
+    source: SourceReader, ceiling: ResourceCeilingLike, flows_root: str, *, require_pack: bool
+) -> list[_Workload]:
     groups = _workload_directories(source, flows_root)
     parsed = []
     for directory, files in groups.items():
@@ -174,7 +189,9 @@ def _load_workloads(source: SourceReader, ceiling: ResourceCeilingLike, flows_ro
                 raise FlowError("flows.missing_source_file", f"{directory} has no {name}")
         manifest = parse_manifest(source.read_bytes(f"{directory}/{MANIFEST_FILE}"), f"{directory}/{MANIFEST_FILE}")
         dag = parse_dag(source.read_bytes(f"{directory}/{DAG_FILE}"), f"{directory}/{DAG_FILE}")
-        declared = {f"{directory}/{relative}" for relative in (*manifest.sql, *(hook.sql for hook in manifest.pre_hooks))}
+        declared = {
+            f"{directory}/{relative}" for relative in (*manifest.sql, *(hook.sql for hook in manifest.pre_hooks))
+        }
         allowed = declared | {f"{directory}/{name}" for name in (MANIFEST_FILE, DAG_FILE, PACK_FILE, README_FILE)}
         extra = sorted(set(files) - allowed)
         if extra:
@@ -234,10 +251,16 @@ def _membership(workloads: list[_Workload]) -> dict[str, _Workload]:
     for workload in workloads:
         selector = workload.dag.selector
         if not selector.startswith("flow:"):
-            raise FlowError("flows.cross_constituent_reference", f"DAG {workload.dag.dag_id!r} selects {selector!r}, which is not an ordinary flow")
+            raise FlowError(
+                "flows.cross_constituent_reference",
+                f"DAG {workload.dag.dag_id!r} selects {selector!r}, which is not an ordinary flow",
+            )
         target = by_selector.get(selector)
         if target is None:
-            raise FlowError("flows.missing_workload", f"DAG {workload.dag.dag_id!r} selects {selector!r}, which no workload declares")
+            raise FlowError(
+                "flows.missing_workload",
+                f"DAG {workload.dag.dag_id!r} selects {selector!r}, which no workload declares",
+            )
         selected_by[target.manifest.pack_id].append(workload)
     for pack_id, dags in selected_by.items():
         if not dags:

@@ -258,9 +258,13 @@ def _read_project_config(project_root: Path, relative: str) -> dict:
     try:
         config = yaml.safe_load((project_root / "dbt_project.yml").read_bytes())
     except yaml.YAMLError:
-        raise NativeCompileError("release.native_compile_failed", f"dbt_project.yml at {relative!r} is not valid YAML") from None
+        raise NativeCompileError(
+            "release.native_compile_failed", f"dbt_project.yml at {relative!r} is not valid YAML"
+        ) from None
     if not isinstance(config, dict) or not isinstance(config.get("name"), str):
-        raise NativeCompileError("release.native_compile_failed", f"dbt_project.yml at {relative!r} has no project name")
+        raise NativeCompileError(
+            "release.native_compile_failed", f"dbt_project.yml at {relative!r} has no project name"
+        )
     return config
 
 
@@ -269,7 +273,9 @@ def _declared_dirs(config: Mapping, relative: str) -> list[str]:
     for key, default in _PATH_KEYS:
         values = config.get(key, list(default))
         if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
-            raise NativeCompileError("release.native_compile_failed", f"{key} in project {relative!r} must be a list of paths")
+            raise NativeCompileError(
+                "release.native_compile_failed", f"{key} in project {relative!r} must be a list of paths"
+            )
         for value in values:
             path = PurePosixPath(value)
             if path.is_absolute() or ".." in path.parts or "\\" in value:
@@ -287,7 +293,9 @@ def _copy_inputs(project_root: Path, destination: Path, config: Mapping, relativ
 
     def copy(source: Path, inner: str) -> None:
         if source.is_symlink() or not source.is_file():
-            raise SourceClosureError("release.source_closure_mismatch", f"{inner!r} in project {relative!r} is not a regular file")
+            raise SourceClosureError(
+                "release.source_closure_mismatch", f"{inner!r} in project {relative!r} is not a regular file"
+            )
         target = destination / inner
         target.parent.mkdir(parents=True, exist_ok=True)
         hasher = hashlib.sha256()
@@ -306,13 +314,17 @@ def _copy_inputs(project_root: Path, destination: Path, config: Mapping, relativ
     for directory in _declared_dirs(config, relative):
         root = project_root / directory
         if root.is_symlink():
-            raise SourceClosureError("release.source_closure_mismatch", f"{directory!r} in project {relative!r} is a link")
+            raise SourceClosureError(
+                "release.source_closure_mismatch", f"{directory!r} in project {relative!r} is a link"
+            )
         if not root.is_dir():
             continue
         for walked, subdirs, files in os.walk(root, followlinks=False):
             for sub in subdirs:
                 if (Path(walked) / sub).is_symlink():
-                    raise SourceClosureError("release.source_closure_mismatch", f"a folder in project {relative!r} is a link")
+                    raise SourceClosureError(
+                        "release.source_closure_mismatch", f"a folder in project {relative!r} is a link"
+                    )
             subdirs.sort()
             for file in sorted(files):
                 copy(Path(walked) / file, (Path(walked) / file).relative_to(project_root).as_posix())
@@ -325,7 +337,9 @@ def _require_workload_files(closure: tuple[SourceFile, ...], config: Mapping, re
     roots = [root for key in _WORKLOAD_PATH_KEYS for root in config.get(key, list(defaults[key]))]
     prefixes = tuple(f"{_outer(root, relative)}/" for root in roots)
     if not any(item.path.startswith(prefixes) and item.path.endswith(_WORKLOAD_SUFFIXES) for item in closure):
-        raise MembershipError("release.membership_empty", f"project at {relative!r} has no model, seed or snapshot file")
+        raise MembershipError(
+            "release.membership_empty", f"project at {relative!r} has no model, seed or snapshot file"
+        )
 
 
 def _outer(inner: str, relative: str) -> str:
@@ -395,14 +409,20 @@ def _run_dbt(
             check=False,
         )
     except subprocess.TimeoutExpired:
-        raise NativeCompileError("release.native_compile_failed", f"dbt did not finish compiling project {name!r} in time") from None
+        raise NativeCompileError(
+            "release.native_compile_failed", f"dbt did not finish compiling project {name!r} in time"
+        ) from None
     result_path = private / "result.json"
     if not result_path.is_file():
-        raise NativeCompileError("release.native_compile_failed", f"the dbt compile worker for project {name!r} crashed")
+        raise NativeCompileError(
+            "release.native_compile_failed", f"the dbt compile worker for project {name!r} crashed"
+        )
     result = json.loads(result_path.read_text(encoding="utf-8"))
     if not result.get("ok"):
         cause = str(result.get("cause", "")).replace(str(private), "<private>")
-        raise NativeCompileError("release.native_compile_failed", f"dbt {result.get('phase')} of project {name!r} failed: {cause}")
+        raise NativeCompileError(
+            "release.native_compile_failed", f"dbt {result.get('phase')} of project {name!r} failed: {cause}"
+        )
     manifest = json.loads((private / "target" / "manifest.json").read_text(encoding="utf-8"))
     shutil.rmtree(private / "logs", ignore_errors=True)
     return manifest, list(result["selected"])
@@ -415,7 +435,9 @@ def _project_nodes(manifest: Mapping, name: str, selected: list[str]) -> tuple[N
     for unique_id in selected:
         node = manifest["nodes"].get(unique_id)
         if node is None or node.get("package_name") != name:
-            raise MembershipError("release.membership_mismatch", f"dbt selected {unique_id!r}, which is not a node of project {name!r}")
+            raise MembershipError(
+                "release.membership_mismatch", f"dbt selected {unique_id!r}, which is not a node of project {name!r}"
+            )
         compiled = node.get("compiled_code") or ""
         nodes.append(
             NativeNode(
@@ -449,13 +471,19 @@ def _require_closure(manifest: Mapping, name: str, by_path: Mapping[str, SourceF
         path = entry.get("original_file_path")
         item = by_path.get(path)
         if item is None:
-            raise SourceClosureError("release.source_closure_mismatch", f"project {name!r} compiled {path!r}, which is not a verified input")
+            raise SourceClosureError(
+                "release.source_closure_mismatch", f"project {name!r} compiled {path!r}, which is not a verified input"
+            )
         checksum = entry.get("checksum") or {}
         if checksum.get("name") == "sha256" and checksum.get("checksum") != _dbt_checksum(inputs / path):
-            raise SourceClosureError("release.source_closure_mismatch", f"dbt read different bytes for {path!r} than were verified")
+            raise SourceClosureError(
+                "release.source_closure_mismatch", f"dbt read different bytes for {path!r} than were verified"
+            )
         patch = entry.get("patch_path")
         if patch and patch.split("://", 1)[-1] not in by_path:
-            raise SourceClosureError("release.source_closure_mismatch", f"project {name!r} read properties outside its verified inputs")
+            raise SourceClosureError(
+                "release.source_closure_mismatch", f"project {name!r} read properties outside its verified inputs"
+            )
 
 
 def _require_complete_membership(nodes: tuple[NativeNode, ...], name: str) -> None:
@@ -477,7 +505,9 @@ def _require_no_drift(project_root: Path, relative: str, closure: tuple[SourceFi
         except OSError:
             data = None
         if data is None or hashlib.sha256(data).hexdigest() != item.content_sha256:
-            raise SourceClosureError("release.source_closure_mismatch", f"{item.path!r} changed while the project was compiled")
+            raise SourceClosureError(
+                "release.source_closure_mismatch", f"{item.path!r} changed while the project was compiled"
+            )
 
 
 def _inner(path: str, relative: str) -> str:

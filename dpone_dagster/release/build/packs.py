@@ -130,7 +130,9 @@ def _require_plain_nodes(node: yaml.Node | None, what: str) -> None:
     while stack:
         current = stack.pop()
         if current.tag not in _PLAIN_TAGS:
-            raise FlowError("flows.yaml_invalid", f"{what} holds a value that is not a string, integer, boolean or null")
+            raise FlowError(
+                "flows.yaml_invalid", f"{what} holds a value that is not a string, integer, boolean or null"
+            )
         if isinstance(current, yaml.MappingNode):
             stack.extend(item for pair in current.value for item in pair)
         elif isinstance(current, yaml.SequenceNode):
@@ -140,9 +142,29 @@ def _require_plain_nodes(node: yaml.Node | None, what: str) -> None:
 # ---------------------------------------------------------------------------------------------
 # Raw (pre-model) refusals
 
-_COMMAND_KEYS = {"command", "commands", "cmd", "args", "argv", "bash", "bash_command", "shell", "script", "entrypoint", "python", "python_callable", "callable", "operator", "image", "exec"}
+_COMMAND_KEYS = {
+    "command",
+    "commands",
+    "cmd",
+    "args",
+    "argv",
+    "bash",
+    "bash_command",
+    "shell",
+    "script",
+    "entrypoint",
+    "python",
+    "python_callable",
+    "callable",
+    "operator",
+    "image",
+    "exec",
+}
 _POST_HOOK_KEYS = {"post_hook", "post_hooks", "posthook", "posthooks", "on_success", "on_failure", "finally"}
-_SECRET_KEY = re.compile(r"pass(word|wd|phrase)?|secret|token|api[_-]?key|access[_-]?key|private[_-]?key|credential|auth|session|cookie|dsn|uri|url|conn(ection)?[_-]?str", re.I)
+_SECRET_KEY = re.compile(
+    r"pass(word|wd|phrase)?|secret|token|api[_-]?key|access[_-]?key|private[_-]?key|credential|auth|session|cookie|dsn|uri|url|conn(ection)?[_-]?str",
+    re.I,
+)
 _SECRET_VALUE = re.compile(
     r"://[^/\s@]*@|-----BEGIN|AKIA[0-9A-Z]{16}|ASIA[0-9A-Z]{16}|eyJ[A-Za-z0-9_-]{8,}\.|gh[pousr]_[A-Za-z0-9]{20,}|xox[abprs]-|"
     r"(password|pwd|token|secret)\s*[=:]",
@@ -155,7 +177,9 @@ def looks_like_credential(value: str) -> bool:
     """Known secret shapes, or a long mixed-case-and-digit token (an API key or password hash)."""
     if _SECRET_VALUE.search(value):
         return True
-    return bool(_TOKEN_LIKE.fullmatch(value)) and all(any(test(ch) for ch in value) for test in (str.isdigit, str.isupper, str.islower))
+    return bool(_TOKEN_LIKE.fullmatch(value)) and all(
+        any(test(ch) for ch in value) for test in (str.isdigit, str.isupper, str.islower)
+    )
 
 
 def _walk_keys(value: object, path: str = "") -> list[tuple[str, str, object]]:
@@ -175,15 +199,26 @@ def refuse_unsupported_shapes(raw: dict[str, Any], what: str) -> None:
     for path, key, item in _walk_keys(raw):
         lowered = key.lower()
         if lowered in _COMMAND_KEYS:
-            raise FlowError("flows.arbitrary_command", f"{what} declares {key!r} at {path or '<top>'}; arbitrary commands are not supported")
+            raise FlowError(
+                "flows.arbitrary_command",
+                f"{what} declares {key!r} at {path or '<top>'}; arbitrary commands are not supported",
+            )
         if lowered in _POST_HOOK_KEYS or (lowered == "phase" and item != "pre"):
-            raise FlowError("flows.post_hook_unsupported", f"{what} declares a post-hook ({key!r}); only pre-hooks exist")
-        if lowered in ("runner", "kind", "type", "process") and item != "flow_runtime" and not path.startswith("connections"):
+            raise FlowError(
+                "flows.post_hook_unsupported", f"{what} declares a post-hook ({key!r}); only pre-hooks exist"
+            )
+        if (
+            lowered in ("runner", "kind", "type", "process")
+            and item != "flow_runtime"
+            and not path.startswith("connections")
+        ):
             raise FlowError("flows.custom_runner", f"{what} names a custom runner at {path or '<top>'}.{key}")
     for index, connection in enumerate(raw.get("connections") or []):
         for path, key, item in _walk_keys({"connection": connection}):
             if _SECRET_KEY.search(key) or (isinstance(item, str) and looks_like_credential(item)):
-                raise FlowError("flows.connection_credential", f"{what} connection #{index} holds credential material at {key!r}")
+                raise FlowError(
+                    "flows.connection_credential", f"{what} connection #{index} holds credential material at {key!r}"
+                )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -245,21 +280,31 @@ def public_resources(manifest: FlowManifest, ceiling: ResourceCeilingLike, where
     requests, limits = manifest.resources.requests, manifest.resources.limits
     try:
         resources = PublicResources(
-            requests=ResourceQuantity(cpu_millicores=cpu_millicores(requests.cpu), memory_bytes=memory_bytes(requests.memory)),
-            limits=ResourceQuantity(cpu_millicores=cpu_millicores(limits.cpu), memory_bytes=memory_bytes(limits.memory)),
+            requests=ResourceQuantity(
+                cpu_millicores=cpu_millicores(requests.cpu), memory_bytes=memory_bytes(requests.memory)
+            ),
+            limits=ResourceQuantity(
+                cpu_millicores=cpu_millicores(limits.cpu), memory_bytes=memory_bytes(limits.memory)
+            ),
         )
     except ContractError as error:
         raise FlowError("flows.manifest_invalid", f"{where}: resources out of range ({error.message})") from None
     for dimension in ("cpu_millicores", "memory_bytes"):
         if getattr(resources.requests, dimension) > getattr(resources.limits, dimension):
-            raise FlowError("flows.resource_request_above_limit", f"{where}: {dimension} request is greater than its limit")
-    if resources.limits.cpu_millicores > ceiling.max_cpu_millicores or resources.limits.memory_bytes > ceiling.max_memory_bytes:
+            raise FlowError(
+                "flows.resource_request_above_limit", f"{where}: {dimension} request is greater than its limit"
+            )
+    if (
+        resources.limits.cpu_millicores > ceiling.max_cpu_millicores
+        or resources.limits.memory_bytes > ceiling.max_memory_bytes
+    ):
         raise FlowError("flows.resource_outside_policy", f"{where}: a resource limit is above the policy ceiling")
     return resources
 
 
 # ---------------------------------------------------------------------------------------------
 # SQL
+
 
 def sql_text(data: bytes, where: str) -> str:
     if len(data) > MAX_SQL_BYTES:
@@ -280,13 +325,17 @@ def hook_order(manifest: FlowManifest, where: str) -> tuple[str, ...]:
     for hook_id, after in declared.items():
         unknown = sorted(after - declared.keys())
         if unknown:
-            raise FlowError("flows.unbound_dependency", f"{where}: hook {hook_id!r} depends on undeclared hook {unknown[0]!r}")
+            raise FlowError(
+                "flows.unbound_dependency", f"{where}: hook {hook_id!r} depends on undeclared hook {unknown[0]!r}"
+            )
     order: list[str] = []
     remaining = dict(declared)
     while remaining:
         ready = sorted(hook_id for hook_id, after in remaining.items() if after <= set(order))
         if not ready:
-            raise FlowError("flows.dependency_cycle", f"{where}: hooks {sorted(remaining)} depend on each other in a cycle")
+            raise FlowError(
+                "flows.dependency_cycle", f"{where}: hooks {sorted(remaining)} depend on each other in a cycle"
+            )
         order.extend(ready[:1])
         del remaining[ready[0]]
     return tuple(order)
@@ -324,7 +373,9 @@ def build_pack(
         refs[relative] = SqlFileRef(path=path, content_sha256=hashlib.sha256(data).hexdigest())
     undeclared = sorted(writes - set(manifest.writes))
     if undeclared:
-        raise FlowError("flows.undeclared_write", f"{where}: the SQL writes {undeclared[0]!r}, which `writes` does not declare")
+        raise FlowError(
+            "flows.undeclared_write", f"{where}: the SQL writes {undeclared[0]!r}, which `writes` does not declare"
+        )
     unused = sorted(set(manifest.writes) - writes)
     if unused:
         raise FlowError("flows.missing_write", f"{where}: `writes` declares {unused[0]!r}, which no SQL file writes")
@@ -372,7 +423,9 @@ def _projections(manifest: FlowManifest) -> list[ConnectionProjection]:
             alias=connection.alias,
             conn_type=connection.conn_type,
             access=connection.access,
-            parameters=tuple(ConnectionParameter(name=name, value=value) for name, value in sorted(connection.parameters.items())),
+            parameters=tuple(
+                ConnectionParameter(name=name, value=value) for name, value in sorted(connection.parameters.items())
+            ),
         )
         for connection in sorted(manifest.connections, key=lambda item: item.alias)
     ]

@@ -53,10 +53,18 @@ def page_path(page_digest: str) -> str:
     return f"pages/{page_digest.removeprefix('sha256:')}.json"
 
 
-def paginate(ordinary: Sequence[OrdinaryConstituent], sidecars: Sequence[SourceSidecar]) -> tuple[DevelopmentReleasePage, ...]:
+def paginate(
+    ordinary: Sequence[OrdinaryConstituent], sidecars: Sequence[SourceSidecar]
+) -> tuple[DevelopmentReleasePage, ...]:
     """The pages of a membership (`ordinary` sorted by pack id, `sidecars` by `SourceSidecar.sort_key`)."""
-    pages = [DevelopmentReleasePage(ordinary_constituents=chunk, source_sidecars=()) for chunk in _chunks(ordinary, lambda c: c.constituent_id)]
-    pages += [DevelopmentReleasePage(ordinary_constituents=(), source_sidecars=chunk) for chunk in _chunks(sidecars, lambda s: s.content_sha256)]
+    pages = [
+        DevelopmentReleasePage(ordinary_constituents=chunk, source_sidecars=())
+        for chunk in _chunks(ordinary, lambda c: c.constituent_id)
+    ]
+    pages += [
+        DevelopmentReleasePage(ordinary_constituents=(), source_sidecars=chunk)
+        for chunk in _chunks(sidecars, lambda s: s.content_sha256)
+    ]
     return tuple(pages)
 
 
@@ -92,10 +100,19 @@ def read_pages(
     for page_digest in parent.pages:
         page = _page(members, page_digest)
         for constituent in page.ordinary_constituents:
-            if constituent.pack_id in seen_packs or constituent.selector in seen_selectors or constituent.constituent_id in seen_ids:
-                raise PageError("release.page_member_duplicate", f"ordinary constituent {constituent.pack_id!r} appears twice across the pages")
+            if (
+                constituent.pack_id in seen_packs
+                or constituent.selector in seen_selectors
+                or constituent.constituent_id in seen_ids
+            ):
+                raise PageError(
+                    "release.page_member_duplicate",
+                    f"ordinary constituent {constituent.pack_id!r} appears twice across the pages",
+                )
             if ordinary and constituent.pack_id < ordinary[-1].pack_id:
-                raise PageError("release.page_out_of_order", "the pages do not list ordinary constituents in pack id order")
+                raise PageError(
+                    "release.page_out_of_order", "the pages do not list ordinary constituents in pack id order"
+                )
             seen_packs.add(constituent.pack_id)
             seen_selectors.add(constituent.selector)
             seen_ids.add(constituent.constituent_id)
@@ -103,15 +120,21 @@ def read_pages(
         for sidecar in page.source_sidecars:
             key = sidecar.sort_key()
             if key in seen_sidecars:
-                raise PageError("release.page_member_duplicate", f"source file {sidecar.path!r} appears twice across the pages")
+                raise PageError(
+                    "release.page_member_duplicate", f"source file {sidecar.path!r} appears twice across the pages"
+                )
             if sidecars and key < sidecars[-1].sort_key():
-                raise PageError("release.page_out_of_order", "the pages do not list source files in (constituent, path) order")
+                raise PageError(
+                    "release.page_out_of_order", "the pages do not list source files in (constituent, path) order"
+                )
             seen_sidecars.add(key)
             sidecars.append(sidecar)
     if not sidecars:
         raise IntegrityError("release.integrity_mismatch", "a paged parent's pages list no source file")
     if any(sidecar.constituent_id not in seen_ids for sidecar in sidecars):
-        raise IntegrityError("release.integrity_mismatch", "a source file of the pages belongs to no constituent of the release")
+        raise IntegrityError(
+            "release.integrity_mismatch", "a source file of the pages belongs to no constituent of the release"
+        )
     return tuple(ordinary), tuple(sidecars), frozenset(page_path(item) for item in parent.pages)
 
 
@@ -124,4 +147,6 @@ def _page(members: Mapping[str, bytes], page_digest: str) -> DevelopmentReleaseP
     try:
         return parse_document(DevelopmentReleasePage, data)
     except (CanonicalError, CodedError) as error:
-        raise IntegrityError("release.integrity_mismatch", f"page {page_digest} is not a valid release page ({error.code})") from None
+        raise IntegrityError(
+            "release.integrity_mismatch", f"page {page_digest} is not a valid release page ({error.code})"
+        ) from None

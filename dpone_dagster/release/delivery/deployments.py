@@ -36,7 +36,9 @@ class InstalledRelease:
 
 def read_deployment(path: Path, release_id: str) -> InstalledRelease:
     """Read and fully verify one installed deployment directory (no receipt needed: read-only)."""
-    record = read_document(DeploymentRecord, path / "deployment.json") or read_document(DeploymentRecordV1, path / "deployment.json")
+    record = read_document(DeploymentRecord, path / "deployment.json") or read_document(
+        DeploymentRecordV1, path / "deployment.json"
+    )
     if record is None:
         raise IntegrityError("release.integrity_mismatch", "the deployment record is missing, unreadable or was edited")
     if record.release_id != release_id:
@@ -48,9 +50,13 @@ def read_deployment(path: Path, release_id: str) -> InstalledRelease:
             members[member.path] = (members_root / member.path).read_bytes()
         except OSError:
             raise IntegrityError("release.integrity_mismatch", f"installed member {member.path!r} is missing") from None
-    stray = [p for p in members_root.rglob("*") if p.is_file() and p.relative_to(members_root).as_posix() not in members]
+    stray = [
+        p for p in members_root.rglob("*") if p.is_file() and p.relative_to(members_root).as_posix() not in members
+    ]
     if stray:
-        raise IntegrityError("release.integrity_mismatch", "the installed deployment holds files its record does not list")
+        raise IntegrityError(
+            "release.integrity_mismatch", "the installed deployment holds files its record does not list"
+        )
     bundle = open_bundle(members, expected_release_id=release_id)
     if record.members != bundle.member_digests() or record.grant_digest != bundle.parent.grant_digest:
         raise IntegrityError("release.integrity_mismatch", "the deployment record disagrees with the installed bytes")

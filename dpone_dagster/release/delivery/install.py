@@ -80,7 +80,9 @@ class ActivationResult:
 class ReleaseCache:
     """The local immutable cache of one target. All writes go through `files` (a fault-injection seam)."""
 
-    def __init__(self, root: Path, *, admission: TargetAdmission, clock: Clock, files: LocalFiles | None = None) -> None:
+    def __init__(
+        self, root: Path, *, admission: TargetAdmission, clock: Clock, files: LocalFiles | None = None
+    ) -> None:
         self.root = Path(root)
         self.admission = admission
         self.clock = clock
@@ -110,9 +112,15 @@ class ReleaseCache:
         require_authority(authority)
         verified = open_bundle(bundle.members, expected_release_id=bundle.release_id)
         deployment_id = deployment_projection(verified, authority).deployment_id
-        require_within_budget(workloads=verified.workload_count, source_bytes=verified.source_bytes, limits=authority.effective_limits)
+        require_within_budget(
+            workloads=verified.workload_count, source_bytes=verified.source_bytes, limits=authority.effective_limits
+        )
         self.admission.require_current(
-            receipt, MaterializationReceipt, release_id=verified.release_id, deployment_id=deployment_id, authority=authority
+            receipt,
+            MaterializationReceipt,
+            release_id=verified.release_id,
+            deployment_id=deployment_id,
+            authority=authority,
         )
         final = self._deployment_dir(verified.release_id)
         if final.exists():
@@ -170,7 +178,13 @@ class ReleaseCache:
         return read_deployment(path, release_id)
 
     def _admit_activation(
-        self, receipt: ActivationReceipt | None, record: DeploymentRecord, purpose: str, *, deployment_id: str | None = None, after_preparation: bool = False
+        self,
+        receipt: ActivationReceipt | None,
+        record: DeploymentRecord,
+        purpose: str,
+        *,
+        deployment_id: str | None = None,
+        after_preparation: bool = False,
     ) -> None:
         """The live activation-receipt check for `record`'s release (and the deployment a pointer or intent names)."""
         self.admission.require_current(
@@ -210,7 +224,9 @@ class ReleaseCache:
             return None
         intent = _read_document(ActivationIntent, self._intent_path)
         if intent is None:
-            raise ActivationError("release.activation_recovery_required", "a prepared activation is unreadable; recover it")
+            raise ActivationError(
+                "release.activation_recovery_required", "a prepared activation is unreadable; recover it"
+            )
         return intent
 
     def audit_log(self) -> list[AuditEntry]:
@@ -251,25 +267,38 @@ class ReleaseCache:
         """Move the current pointer to an installed release under an `activate` receipt."""
         return self._activate(release_id, receipt, "activate")
 
-    def _activate(self, release_id: str, receipt: ActivationReceipt | None, action: ActivationAction) -> ActivationResult:
+    def _activate(
+        self, release_id: str, receipt: ActivationReceipt | None, action: ActivationAction
+    ) -> ActivationResult:
         purpose: AuthorizedBy = "rollback" if action == "rollback" else "activate"
         if self.pending() is not None:
-            raise ActivationError("release.activation_recovery_required", "a prepared activation is pending; recover it first")
+            raise ActivationError(
+                "release.activation_recovery_required", "a prepared activation is pending; recover it first"
+            )
         record = self._bound_record(release_id)
         deployment_id = record.deployment_id
         self._admit_activation(receipt, record, purpose)
         pointer = self.current()
         intent = self._intent(
-            action, release_id, deployment_id, pointer.release_id if pointer else None, len(self.audit_log()) + 1, receipt
+            action,
+            release_id,
+            deployment_id,
+            pointer.release_id if pointer else None,
+            len(self.audit_log()) + 1,
+            receipt,
         )
         try:
             self.files.create_exclusive(self._intent_path, intent.canonical_bytes())
         except FileExistsError:
-            raise ActivationError("release.activation_recovery_required", "another activation was prepared concurrently") from None
+            raise ActivationError(
+                "release.activation_recovery_required", "another activation was prepared concurrently"
+            ) from None
         except OSError:
             raise self._recovery_required("preparing the activation failed") from None
         self._complete(intent, receipt, authorized_by=purpose)
-        return ActivationResult(release_id, deployment_id, intent.previous_release_id, intent.audit_sequence, changed=True)
+        return ActivationResult(
+            release_id, deployment_id, intent.previous_release_id, intent.audit_sequence, changed=True
+        )
 
     def rollback(self, *, receipt: ActivationReceipt | None) -> ActivationResult:
         """Activate the previous immutable deployment under a `rollback` receipt naming that release."""
@@ -280,12 +309,16 @@ class ReleaseCache:
         intent = self.pending()
         if intent is None:
             return None
-        self._admit_activation(receipt, self._bound_record(intent.release_id), "pointer_recovery", deployment_id=intent.deployment_id)
+        self._admit_activation(
+            receipt, self._bound_record(intent.release_id), "pointer_recovery", deployment_id=intent.deployment_id
+        )
         self._drop_torn_audit_tail()
         pointer = self.current()
         changed = pointer is None or pointer.release_id != intent.release_id
         self._complete(intent, receipt, authorized_by="pointer_recovery")
-        return ActivationResult(intent.release_id, intent.deployment_id, intent.previous_release_id, intent.audit_sequence, changed)
+        return ActivationResult(
+            intent.release_id, intent.deployment_id, intent.previous_release_id, intent.audit_sequence, changed
+        )
 
     def _drop_torn_audit_tail(self) -> None:
         """Remove an incomplete last audit line (an append interrupted mid-write); recovery re-appends it."""
@@ -301,17 +334,26 @@ class ReleaseCache:
     def repair_audit(self, *, receipt: ActivationReceipt | None) -> AuditEntry | None:
         """Append the audit entry the active deployment lacks (audit-only repair); None when complete."""
         if self.pending() is not None:
-            raise ActivationError("release.activation_recovery_required", "a prepared activation is pending; recover it first")
+            raise ActivationError(
+                "release.activation_recovery_required", "a prepared activation is pending; recover it first"
+            )
         pointer = self.current()
         if pointer is None:
             return None
-        self._admit_activation(receipt, self._bound_record(pointer.release_id), "audit_repair", deployment_id=pointer.deployment_id)
+        self._admit_activation(
+            receipt, self._bound_record(pointer.release_id), "audit_repair", deployment_id=pointer.deployment_id
+        )
         entries = self.audit_log()
         if any(e.sequence == pointer.audit_sequence and e.release_id == pointer.release_id for e in entries):
             return None
         self._validated(pointer.release_id, pointer.deployment_id, receipt, purpose="audit_repair")
         intent = self._intent(
-            "activate", pointer.release_id, pointer.deployment_id, pointer.previous_release_id, pointer.audit_sequence, receipt
+            "activate",
+            pointer.release_id,
+            pointer.deployment_id,
+            pointer.previous_release_id,
+            pointer.audit_sequence,
+            receipt,
         )
         return self._append_audit(intent, authorized_by="audit_repair", receipt_digest=receipt.document_digest())
 
@@ -369,14 +411,18 @@ class ReleaseCache:
             raise self._recovery_required("the installed deployment is not the prepared one")
         self._admit_activation(receipt, record, purpose, after_preparation=True)
 
-    def _append_audit(self, intent: ActivationIntent, *, authorized_by: AuthorizedBy, receipt_digest: str) -> AuditEntry:
+    def _append_audit(
+        self, intent: ActivationIntent, *, authorized_by: AuthorizedBy, receipt_digest: str
+    ) -> AuditEntry:
         """Append the entry for `intent`, naming the receipt that authorized *this* step (`authorized_by`).
 
         Refuses unless the entry is exactly the next one: an activation whose log changed since it
         was prepared, and a repair whose log lost entries *before* the active one, both stop here."""
         entries = self.audit_log()
         if intent.audit_sequence != len(entries) + 1:
-            raise ActivationError("release.audit_log_corrupt", "the audit log changed or lost entries before this activation's")
+            raise ActivationError(
+                "release.audit_log_corrupt", "the audit log changed or lost entries before this activation's"
+            )
         previous = hashlib.sha256(self._audit_path.read_bytes().splitlines()[-1]).hexdigest() if entries else GENESIS
         entry = AuditEntry(
             sequence=intent.audit_sequence,

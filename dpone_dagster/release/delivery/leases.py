@@ -144,7 +144,9 @@ class Leases:
                     f"a {held.lease.holder} holds a lease until {held.lease.expires_at}; cleanup removed nothing",
                 )
             if held.lease.holder == "cleanup":
-                raise LeaseError("release.cleanup_in_progress", f"a cleanup holds a lease until {held.lease.expires_at}")
+                raise LeaseError(
+                    "release.cleanup_in_progress", f"a cleanup holds a lease until {held.lease.expires_at}"
+                )
 
     @contextmanager
     def hold(self, holder: LeaseHolder, *, subject: str | None = None) -> Iterator[RegistryLeaseV2]:
@@ -183,7 +185,9 @@ class Leases:
         if held is None:
             raise LeaseError("release.lease_not_found", f"no registry lease {lease_id!r}")
         if held.lease is None:
-            raise LeaseError("release.lease_unreadable", f"lease {lease_id} cannot be read; inspect and delete it by hand")
+            raise LeaseError(
+                "release.lease_unreadable", f"lease {lease_id} cannot be read; inspect and delete it by hand"
+            )
         status, expired = held.status(), self._expired(held)
         if status == "alive":
             raise LeaseError("release.lease_holder_alive", f"{held.describe()}: its holder still runs on this host")
@@ -201,7 +205,9 @@ class Leases:
         try:
             self.store.delete(key)
         except Exception:
-            raise LeaseError("release.lease_unavailable", f"lease {key} could not be removed; it expires on its own") from None
+            raise LeaseError(
+                "release.lease_unavailable", f"lease {key} could not be removed; it expires on its own"
+            ) from None
 
     def _release_killed_attempts(self, lease: RegistryLeaseV2, *, own_key: str) -> None:
         for held in self.all():

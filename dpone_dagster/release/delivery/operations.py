@@ -106,24 +106,40 @@ class ReleaseOperations:
         if intent is None:
             return OperationOutcome("recover", "nothing_pending", dry_run)
         bundle = self.cache.load(intent.release_id).bundle
-        plan = dict(release_id=intent.release_id, deployment_id=intent.deployment_id, previous_release_id=intent.previous_release_id, audit_sequence=intent.audit_sequence)
+        plan = dict(
+            release_id=intent.release_id,
+            deployment_id=intent.deployment_id,
+            previous_release_id=intent.previous_release_id,
+            audit_sequence=intent.audit_sequence,
+        )
         if dry_run:
             self._require_current_grant(bundle)
             return OperationOutcome("recover", "would_recover", True, **plan)
         receipt = self._activation_receipt(bundle, "pointer_recovery")
         result = self.cache.recover(receipt=receipt)
         action = "recovered" if result is not None and result.changed else "recovered_audit_only"
-        return OperationOutcome("recover", action, False, **plan, receipt_kind="pointer_recovery", receipt_digest=receipt.document_digest())
+        return OperationOutcome(
+            "recover", action, False, **plan, receipt_kind="pointer_recovery", receipt_digest=receipt.document_digest()
+        )
 
     def repair_audit(self, *, dry_run: bool = False) -> OperationOutcome:
         """Append the audit entry the active deployment lacks under an `audit_repair` receipt."""
         if self.cache.pending() is not None:
-            raise ActivationError("release.activation_recovery_required", "a prepared activation is pending; run recover first")
+            raise ActivationError(
+                "release.activation_recovery_required", "a prepared activation is pending; run recover first"
+            )
         pointer = self.cache.current()
         if pointer is None:
             return OperationOutcome("repair-audit", "nothing_active", dry_run)
-        plan = dict(release_id=pointer.release_id, deployment_id=pointer.deployment_id, previous_release_id=pointer.previous_release_id, audit_sequence=pointer.audit_sequence)
-        audited = any(e.sequence == pointer.audit_sequence and e.release_id == pointer.release_id for e in self.cache.audit_log())
+        plan = dict(
+            release_id=pointer.release_id,
+            deployment_id=pointer.deployment_id,
+            previous_release_id=pointer.previous_release_id,
+            audit_sequence=pointer.audit_sequence,
+        )
+        audited = any(
+            e.sequence == pointer.audit_sequence and e.release_id == pointer.release_id for e in self.cache.audit_log()
+        )
         if audited:
             return OperationOutcome("repair-audit", "audit_complete", dry_run, **plan)
         bundle = self.cache.load(pointer.release_id).bundle
@@ -133,8 +149,12 @@ class ReleaseOperations:
         receipt = self._activation_receipt(bundle, "audit_repair")
         entry = self.cache.repair_audit(receipt=receipt)
         return OperationOutcome(
-            "repair-audit", "repaired" if entry is not None else "audit_complete", False, **plan,
-            receipt_kind="audit_repair", receipt_digest=receipt.document_digest(),
+            "repair-audit",
+            "repaired" if entry is not None else "audit_complete",
+            False,
+            **plan,
+            receipt_kind="audit_repair",
+            receipt_digest=receipt.document_digest(),
         )
 
     def rollback(self, *, dry_run: bool = False) -> OperationOutcome:
@@ -144,13 +164,25 @@ class ReleaseOperations:
         bundle = self.cache.load(target).bundle
         if dry_run:
             self._require_current_grant(bundle)
-            return OperationOutcome("rollback", "would_roll_back", True, release_id=target, previous_release_id=pointer.release_id if pointer else None)
+            return OperationOutcome(
+                "rollback",
+                "would_roll_back",
+                True,
+                release_id=target,
+                previous_release_id=pointer.release_id if pointer else None,
+            )
         receipt = self._activation_receipt(bundle, "rollback")
         result = self.cache.rollback(receipt=receipt)
         return OperationOutcome(
-            "rollback", "rolled_back", False, release_id=result.release_id, deployment_id=result.deployment_id,
-            previous_release_id=result.previous_release_id, audit_sequence=result.audit_sequence,
-            receipt_kind="rollback", receipt_digest=receipt.document_digest(),
+            "rollback",
+            "rolled_back",
+            False,
+            release_id=result.release_id,
+            deployment_id=result.deployment_id,
+            previous_release_id=result.previous_release_id,
+            audit_sequence=result.audit_sequence,
+            receipt_kind="rollback",
+            receipt_digest=receipt.document_digest(),
         )
 
     # -- cleanup -----------------------------------------------------------------------------
@@ -171,7 +203,9 @@ class ReleaseOperations:
                 "expired_leases": [held.key for held in self.registry.leases.expired()],
             }
             action = "would_remove" if any(found.values()) else "nothing_to_remove"
-            return OperationOutcome("gc", action, True, receipt_kind="cleanup", receipt_digest=receipt.document_digest(), removed=found)
+            return OperationOutcome(
+                "gc", action, True, receipt_kind="cleanup", receipt_digest=receipt.document_digest(), removed=found
+            )
         with self.registry.leases.hold("cleanup"):
             blobs = self.registry.unreferenced_blobs()
             staging = self.cache.staging()
@@ -185,7 +219,9 @@ class ReleaseOperations:
             for key in expired:
                 self.registry.leases.remove(key)
         action = "removed" if any(removed.values()) else "nothing_to_remove"
-        return OperationOutcome("gc", action, False, receipt_kind="cleanup", receipt_digest=receipt.document_digest(), removed=removed)
+        return OperationOutcome(
+            "gc", action, False, receipt_kind="cleanup", receipt_digest=receipt.document_digest(), removed=removed
+        )
 
     def break_lease(self, lease_id: str, *, dry_run: bool = True, force: bool = False) -> OperationOutcome:
         """Remove one registry lease whose holder is provably gone, under a cleanup receipt.
@@ -201,7 +237,11 @@ class ReleaseOperations:
         action = "broken" if result.broken else "would_break"
         detail = [f"holder={result.holder}", f"holder_status={result.holder_status}", f"expired={result.expired}"]
         return OperationOutcome(
-            "break-lease", action, dry_run, receipt_kind="cleanup", receipt_digest=receipt.document_digest(),
+            "break-lease",
+            action,
+            dry_run,
+            receipt_kind="cleanup",
+            receipt_digest=receipt.document_digest(),
             removed={"leases": [result.lease_id], "lease": detail},
         )
 

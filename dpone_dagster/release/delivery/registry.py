@@ -69,7 +69,12 @@ class ReleaseRegistry:
     """Publish and read immutable releases. Nothing here replaces or deletes a committed release."""
 
     def __init__(
-        self, store: ObjectStore, *, name: str = "registry", clock: Clock | None = None, lease_ttl: timedelta = DEFAULT_LEASE_TTL
+        self,
+        store: ObjectStore,
+        *,
+        name: str = "registry",
+        clock: Clock | None = None,
+        lease_ttl: timedelta = DEFAULT_LEASE_TTL,
     ) -> None:
         self.store = store
         self.name = name
@@ -89,9 +94,15 @@ class ReleaseRegistry:
         deployment_id = deployment_projection(verified, authority).deployment_id
         commit = commit_for(verified)
         key = commit_key(verified.release_id)
-        require_within_budget(workloads=verified.workload_count, source_bytes=verified.source_bytes, limits=authority.effective_limits)
+        require_within_budget(
+            workloads=verified.workload_count, source_bytes=verified.source_bytes, limits=authority.effective_limits
+        )
         admission.require_current(
-            receipt, PublicationReceipt, release_id=verified.release_id, deployment_id=deployment_id, authority=authority
+            receipt,
+            PublicationReceipt,
+            release_id=verified.release_id,
+            deployment_id=deployment_id,
+            authority=authority,
         )
         with self.leases.hold("publication", subject=verified.release_id):
             return self._publish(verified, commit, key)
@@ -185,13 +196,19 @@ class ReleaseRegistry:
 
     def _reread(self, commit: ReleaseCommit, *, stage: str, written: list[str] | None = None) -> None:
         for member in commit.members:
-            data = self._read(blob_key(member.content_sha256), stage=stage, written=written, release_id=commit.release_id)
+            data = self._read(
+                blob_key(member.content_sha256), stage=stage, written=written, release_id=commit.release_id
+            )
             if data is None or len(data) != member.size or content_sha256(data) != member.content_sha256:
                 if written is None:
-                    raise RegistryError("release.registry_conflict", f"stored member {member.path!r} is missing or altered")
+                    raise RegistryError(
+                        "release.registry_conflict", f"stored member {member.path!r} is missing or altered"
+                    )
                 raise self._uncertain(commit.release_id, stage, written, [blob_key(member.content_sha256)])
 
-    def _restore_vanished(self, commit: ReleaseCommit, data_by_hash: Mapping[str, bytes], release_id: str, written: list[str]) -> list[str]:
+    def _restore_vanished(
+        self, commit: ReleaseCommit, data_by_hash: Mapping[str, bytes], release_id: str, written: list[str]
+    ) -> list[str]:
         """Re-put any blob of a committed release that is gone (content-addressed: same bytes)."""
         restored: list[str] = []
         for member in commit.members:
@@ -205,7 +222,9 @@ class ReleaseRegistry:
             restored.append(blob)
         return restored
 
-    def _read(self, key: str, *, stage: str | None = None, written: list[str] | None = None, release_id: str = "") -> bytes | None:
+    def _read(
+        self, key: str, *, stage: str | None = None, written: list[str] | None = None, release_id: str = ""
+    ) -> bytes | None:
         try:
             return self.store.get(key)
         except Exception:
@@ -232,7 +251,9 @@ class ReleaseRegistry:
                 "the registry holds different bytes under this release's content address",
             )
 
-    def _uncertain(self, release_id: str, stage: str, written: list[str], pending: list[str]) -> DurabilityUncertainError:
+    def _uncertain(
+        self, release_id: str, stage: str, written: list[str], pending: list[str]
+    ) -> DurabilityUncertainError:
         return DurabilityUncertainError(
             f"publication to the {self.name} failed during {stage}: {len(written)} object(s) written, "
             f"{len(pending)} not confirmed; the release is not committed unless a retry says so",

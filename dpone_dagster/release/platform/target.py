@@ -63,7 +63,9 @@ class ProtectedTargetDocument(ContractModel):
 
     @property
     def target(self) -> TargetConfiguration:
-        return TargetConfiguration(environment=self.environment, trust_tier=self.trust_tier, policy_digest=self.policy_digest)
+        return TargetConfiguration(
+            environment=self.environment, trust_tier=self.trust_tier, policy_digest=self.policy_digest
+        )
 
 
 @dataclass(frozen=True)
@@ -76,7 +78,9 @@ class ProtectedTarget:
         try:
             data = self.path.read_bytes()
         except OSError:
-            raise PlatformError("release.protected_target_unavailable", "the protected target configuration cannot be read") from None
+            raise PlatformError(
+                "release.protected_target_unavailable", "the protected target configuration cannot be read"
+            ) from None
         try:
             return parse_document(ProtectedTargetDocument, data)
         except (CanonicalError, CodedError) as error:
@@ -119,7 +123,9 @@ class AuthorityDocuments:
         found = {key: self.store.get(key) for key in (POLICY_KEY, GRANT_KEY, SIGNATURES_KEY)}
         missing = sorted(key for key, value in found.items() if value is None)
         if missing:
-            raise PlatformError("release.authority_documents_missing", f"the authority location has no {', '.join(missing)}")
+            raise PlatformError(
+                "release.authority_documents_missing", f"the authority location has no {', '.join(missing)}"
+            )
         return AuthorityBytes(policy=found[POLICY_KEY], grant=found[GRANT_KEY], signatures=found[SIGNATURES_KEY])
 
     def read_policy(self) -> bytes:

@@ -262,7 +262,11 @@ class StandardRuntimeLauncher:
             release.authority_family == SYNTHETIC_FAMILY and self.target is not None and self.target.synthetic_target()
         )
         return admit(
-            release, task, now=self.clock.now(), current_revocation_epoch=self.epochs.current_epoch(), synthetic_target=synthetic
+            release,
+            task,
+            now=self.clock.now(),
+            current_revocation_epoch=self.epochs.current_epoch(),
+            synthetic_target=synthetic,
         )
 
     def launch(self, release: AdmissionView, task: RuntimeTask) -> LaunchResult:
@@ -283,7 +287,9 @@ def admission_view(bundle: ReleaseBundle, *, authority_expires_at: datetime, rev
     tasks = {RuntimeTask(TaskKind.NATIVE, uid) for uid in bundle.native_membership}
     for workload in bundle.ordinary:
         tasks.add(RuntimeTask(TaskKind.ORDINARY, workload.pack_id))
-        tasks.update(RuntimeTask(TaskKind.PRE_HOOK, workload.pack_id, hook.hook_id, hook.publish_xcom) for hook in workload.hooks)
+        tasks.update(
+            RuntimeTask(TaskKind.PRE_HOOK, workload.pack_id, hook.hook_id, hook.publish_xcom) for hook in workload.hooks
+        )
     return AdmissionView(
         release_id=bundle.release_id,
         authority_family=bundle.parent.authority_family,

@@ -132,7 +132,12 @@ class GateResult:
             **dict(sorted(self.identity.items())),
             "authority_expires_at": self.authority_expires_at,
             "evaluated_at": self.evaluated_at,
-            "counts": {"tasks": len(self.verdicts), "admitted": self.admitted, "denied": self.denied, "by_kind": self.by_kind()},
+            "counts": {
+                "tasks": len(self.verdicts),
+                "admitted": self.admitted,
+                "denied": self.denied,
+                "by_kind": self.by_kind(),
+            },
             "port_uses": {port: self.port_uses.get(port, 0) for port in PORTS},
             "tasks": [
                 {"task": v.label, "kind": v.kind, "admitted": v.admitted, "reason": v.reason, "message": v.message}
@@ -216,7 +221,10 @@ def render_markdown(result: GateResult) -> str:
     lines += ["", "## Runtime port uses", "", "| port | uses |", "| --- | --- |"]
     lines += [f"| {port} | {count} |" for port, count in report["port_uses"].items()]
     lines += ["", "## Tasks", "", "| task | kind | admitted | reason |", "| --- | --- | --- | --- |"]
-    lines += [f"| `{t['task']}` | {t['kind']} | {'yes' if t['admitted'] else 'no'} | `{t['reason']}` |" for t in report["tasks"]]
+    lines += [
+        f"| `{t['task']}` | {t['kind']} | {'yes' if t['admitted'] else 'no'} | `{t['reason']}` |"
+        for t in report["tasks"]
+    ]
     return "\n".join(lines) + "\n"
 
 

@@ -107,9 +107,7 @@ class AccessLedger:
             return []
         rows = [json.loads(line) for line in self.path.read_text(encoding="utf-8").splitlines() if line.strip()]
         return [
-            row
-            for row in rows
-            if (run_id is None or row["run_id"] == run_id) and (port is None or row["port"] == port)
+            row for row in rows if (run_id is None or row["run_id"] == run_id) and (port is None or row["port"] == port)
         ]
 
 
@@ -121,7 +119,9 @@ class _LedgeredPort:
     task: RuntimeTask
 
     def _record(self, port: str, detail: str = "") -> None:
-        self.ledger.record(port=port, run_id=self.run_id, release_id=self.release.release_id, task=self.task, detail=detail)
+        self.ledger.record(
+            port=port, run_id=self.run_id, release_id=self.release.release_id, task=self.task, detail=detail
+        )
 
     def _workload(self, task: RuntimeTask) -> CapturedWorkload:
         if task.kind is not TaskKind.NATIVE:
@@ -197,7 +197,9 @@ class SandboxWriter:
         attachments = []
         for connection in self.workload.connections:
             if connection.alias not in credentials:
-                raise RuntimePortError("runtime.connection_unavailable", f"no credential was resolved for {connection.alias!r}")
+                raise RuntimePortError(
+                    "runtime.connection_unavailable", f"no credential was resolved for {connection.alias!r}"
+                )
             database = self._database(str(credentials[connection.alias]), must_exist=connection.access == "read")
             attachments.append((connection.alias, database.name, connection.access == "read"))
         statements = []
@@ -214,7 +216,10 @@ class SandboxWriter:
 
     def _database(self, name: str, *, must_exist: bool) -> Path:
         if not _DATABASE_NAME.match(name):
-            raise RuntimePortError("runtime.connection_outside_sandbox", "a connection must name a <name>.duckdb file of the synthetic lake")
+            raise RuntimePortError(
+                "runtime.connection_outside_sandbox",
+                "a connection must name a <name>.duckdb file of the synthetic lake",
+            )
         path = self.lake_dir / name
         if must_exist and not path.is_file():
             raise RuntimePortError("runtime.connection_source_missing", f"the synthetic lake has no {name}")
@@ -236,7 +241,9 @@ def runtime_launcher(
 ) -> StandardRuntimeLauncher:
     """The standard runtime launcher for one task of one run, with real, ledgered ports."""
     ports = {"ledger": ledger, "run_id": run_id, "release": release, "task": task}
-    credentials = LedgeredCredentialResolver(**ports, env_name=env_name) if env_name else LedgeredCredentialResolver(**ports)
+    credentials = (
+        LedgeredCredentialResolver(**ports, env_name=env_name) if env_name else LedgeredCredentialResolver(**ports)
+    )
     return StandardRuntimeLauncher(
         clock=clock,
         epochs=epochs,
@@ -280,5 +287,12 @@ class ProbePorts:
         recorder: DenialRecorder | None = None,
     ) -> StandardRuntimeLauncher:
         return StandardRuntimeLauncher(
-            clock=clock, epochs=epochs, init_fetcher=self, credentials=self, sources=self, writers=self, recorder=recorder, target=target
+            clock=clock,
+            epochs=epochs,
+            init_fetcher=self,
+            credentials=self,
+            sources=self,
+            writers=self,
+            recorder=recorder,
+            target=target,
         )

@@ -81,7 +81,11 @@ def sandbox_connection(lake_dir: Path) -> duckdb.DuckDBPyConnection:
     allowed = sorted({f"{lake}/", f"{lake.resolve()}/"})
     conn = duckdb.connect(
         ":memory:",
-        config={"autoload_known_extensions": False, "autoinstall_known_extensions": False, "allow_community_extensions": False},
+        config={
+            "autoload_known_extensions": False,
+            "autoinstall_known_extensions": False,
+            "allow_community_extensions": False,
+        },
     )
     try:
         conn.execute("SET temp_directory = ?", [str(lake / TEMP_SUBDIRECTORY)])
@@ -96,7 +100,9 @@ def sandbox_connection(lake_dir: Path) -> duckdb.DuckDBPyConnection:
 
 def sandbox_settings(conn: Any) -> dict[str, Any]:
     """The sandbox-relevant settings of `conn` as DuckDB reports them; `allowed_directories` as a list."""
-    rows = conn.execute("SELECT name, value FROM duckdb_settings() WHERE name IN (SELECT unnest(?))", [list(SANDBOX_SETTINGS)]).fetchall()
+    rows = conn.execute(
+        "SELECT name, value FROM duckdb_settings() WHERE name IN (SELECT unnest(?))", [list(SANDBOX_SETTINGS)]
+    ).fetchall()
     allowed = conn.execute("SELECT current_setting('allowed_directories')").fetchone()[0]
     return {**dict(rows), "allowed_directories": list(allowed)}
 
@@ -119,7 +125,9 @@ def run_sandboxed(run: SandboxRun) -> dict[str, Any]:
     if answer.get("error", [None])[0] == "runtime.sandbox_failed":
         raise SandboxError("runtime.sandbox_failed", str(answer["error"][1]))
     if answer.get("kernel_confined") is False:
-        log.warning("[confinement.unavailable] the synthetic task ran in the DuckDB sandbox only: this kernel offers no Landlock")
+        log.warning(
+            "[confinement.unavailable] the synthetic task ran in the DuckDB sandbox only: this kernel offers no Landlock"
+        )
     return answer
 
 
@@ -134,13 +142,20 @@ def execute(run: SandboxRun) -> dict[str, Any]:
             try:
                 conn.execute(f"ATTACH '{quoted}' AS {alias}" + (" (READ_ONLY)" if read_only else ""))
             except duckdb.Error as error:
-                return {"error": ["runtime.connection_unavailable", f"connection {alias!r} cannot be opened ({type(error).__name__})"]}
+                return {
+                    "error": [
+                        "runtime.connection_unavailable",
+                        f"connection {alias!r} cannot be opened ({type(error).__name__})",
+                    ]
+                }
         conn.execute(f"USE {run.writer}")
         for path, sql in run.statements:
             try:
                 conn.execute(sql)
             except duckdb.Error as error:
-                return {"error": ["runtime.statement_failed", f"{path.split('/', 2)[-1]} failed ({type(error).__name__})"]}
+                return {
+                    "error": ["runtime.statement_failed", f"{path.split('/', 2)[-1]} failed ({type(error).__name__})"]
+                }
         rows = {}
         for relation in run.logical_writes:
             schema, table = relation.split(".")

@@ -56,7 +56,8 @@ def compose_synthetic_release(tree: SourceReader, *, pinned_digest: str = SYNTHE
     """The synthetic-family release of the pinned synthetic source `tree` (see the module docstring)."""
     if tree.snapshot.digest != pinned_digest:
         raise SyntheticReleaseError(
-            "runtime.synthetic_source_unpinned", "the synthetic release is composed only from the synthetic source the platform pinned"
+            "runtime.synthetic_source_unpinned",
+            "the synthetic release is composed only from the synthetic source the platform pinned",
         )
     capture = capture_ordinary(tree, resource_ceiling=SYNTHETIC_CEILING)
     members: dict[str, bytes] = {}

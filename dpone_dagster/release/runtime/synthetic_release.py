@@ -73,7 +73,10 @@ class SyntheticBundle:
         tasks = set()
         for workload in self.ordinary:
             tasks.add(RuntimeTask(TaskKind.ORDINARY, workload.pack_id))
-            tasks.update(RuntimeTask(TaskKind.PRE_HOOK, workload.pack_id, hook.hook_id, hook.publish_xcom) for hook in workload.hooks)
+            tasks.update(
+                RuntimeTask(TaskKind.PRE_HOOK, workload.pack_id, hook.hook_id, hook.publish_xcom)
+                for hook in workload.hooks
+            )
         return AdmissionView(self.release_id, SYNTHETIC_FAMILY, None, 0, frozenset(tasks))
 
 
@@ -86,12 +89,16 @@ def open_synthetic_bundle(members: Mapping[str, bytes], *, expected_release_id: 
     try:
         parent = read_family_document(data, SYNTHETIC_FAMILY)
     except (DispatchError, CanonicalError, CodedError) as error:
-        raise SyntheticReleaseError("runtime.synthetic_release_invalid", f"the parent is not a synthetic-family release ({error.code})") from None
+        raise SyntheticReleaseError(
+            "runtime.synthetic_release_invalid", f"the parent is not a synthetic-family release ({error.code})"
+        ) from None
     if not isinstance(parent, SyntheticCompositionV3):
         raise SyntheticReleaseError("runtime.synthetic_release_invalid", "the parent is not a synthetic composition")
     release_id = parent.document_digest()
     if expected_release_id is not None and release_id != expected_release_id:
-        raise SyntheticReleaseError("runtime.synthetic_release_invalid", "the parent does not have the expected release identity")
+        raise SyntheticReleaseError(
+            "runtime.synthetic_release_invalid", "the parent does not have the expected release identity"
+        )
     expected = {PARENT_PATH}
     workloads = []
     for constituent_id in parent.constituents:
@@ -103,22 +110,32 @@ def open_synthetic_bundle(members: Mapping[str, bytes], *, expected_release_id: 
             expected.add(source)
             blob = members.get(source)
             if blob is None or len(blob) != file.size or content_sha256(blob) != file.content_sha256:
-                raise SyntheticReleaseError("runtime.synthetic_release_invalid", f"source file {file.path!r} is missing or altered")
+                raise SyntheticReleaseError(
+                    "runtime.synthetic_release_invalid", f"source file {file.path!r} is missing or altered"
+                )
         workloads.append(workload)
     if set(members) - expected:
-        raise SyntheticReleaseError("runtime.synthetic_release_invalid", "the release holds members its parent does not bind")
-    return SyntheticBundle(release_id, parent, tuple(sorted(workloads, key=lambda w: w.pack_id)), MappingProxyType(members))
+        raise SyntheticReleaseError(
+            "runtime.synthetic_release_invalid", "the release holds members its parent does not bind"
+        )
+    return SyntheticBundle(
+        release_id, parent, tuple(sorted(workloads, key=lambda w: w.pack_id)), MappingProxyType(members)
+    )
 
 
 def _workload(data: bytes | None, constituent_id: str) -> CapturedWorkload:
     try:
         if data is None or digest(ORDINARY_CONSTITUENT_KIND, data) != constituent_id:
-            raise SyntheticReleaseError("runtime.synthetic_release_invalid", "an ordinary constituent is missing or altered")
+            raise SyntheticReleaseError(
+                "runtime.synthetic_release_invalid", "an ordinary constituent is missing or altered"
+            )
         return parse_document(CapturedWorkload, data)
     except (CanonicalError, CodedError) as error:
         if isinstance(error, SyntheticReleaseError):
             raise
-        raise SyntheticReleaseError("runtime.synthetic_release_invalid", f"an ordinary constituent is invalid ({error.code})") from None
+        raise SyntheticReleaseError(
+            "runtime.synthetic_release_invalid", f"an ordinary constituent is invalid ({error.code})"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -163,7 +180,9 @@ class SyntheticReleaseStore:
         try:
             value = json.loads(pointer.read_text(encoding="utf-8"))["release_id"]
         except (ValueError, KeyError, TypeError):
-            raise SyntheticReleaseError("runtime.synthetic_release_invalid", "the synthetic current pointer is unreadable") from None
+            raise SyntheticReleaseError(
+                "runtime.synthetic_release_invalid", "the synthetic current pointer is unreadable"
+            ) from None
         return str(value)
 
     def load_current(self) -> SyntheticBundle | None:
@@ -176,7 +195,9 @@ class SyntheticReleaseStore:
 
 def _read_dir(path: Path, release_id: str) -> SyntheticBundle:
     if not path.is_dir():
-        raise SyntheticReleaseError("runtime.synthetic_release_missing", "the current synthetic release is not installed")
+        raise SyntheticReleaseError(
+            "runtime.synthetic_release_missing", "the current synthetic release is not installed"
+        )
     members = {item.relative_to(path).as_posix(): item.read_bytes() for item in path.rglob("*") if item.is_file()}
     return open_synthetic_bundle(members, expected_release_id=release_id)
 

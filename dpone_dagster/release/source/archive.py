@@ -196,7 +196,9 @@ class NameRegistry:
         key = fold(path)
         holder = self._folded.get(key)
         if holder is not None and holder != path:
-            raise fail("source.case_collision", f"members {shown(holder)} and {shown(path)} collide by case or normalization")
+            raise fail(
+                "source.case_collision", f"members {shown(holder)} and {shown(path)} collide by case or normalization"
+            )
         existing = self._kinds.get(path)
         if existing is None:
             self._kinds[path] = (kind, explicit)
@@ -238,7 +240,9 @@ class MeteredReader(io.RawIOBase):
         except SourceError:
             raise
         except _DECODER_ERRORS as error:
-            raise fail("source.archive_invalid", f"the archive data is corrupt or truncated ({type(error).__name__})") from None
+            raise fail(
+                "source.archive_invalid", f"the archive data is corrupt or truncated ({type(error).__name__})"
+            ) from None
         if not data:
             return 0
         self.count += len(data)
@@ -262,7 +266,10 @@ class RatioGuard:
         self.decompressed += count
         basis = max(self._compressed(), self._limits.ratio_floor_bytes)
         if self.decompressed > self._limits.max_compression_ratio * basis:
-            raise fail("source.compression_ratio", f"decompressed bytes exceed {self._limits.max_compression_ratio}x the compressed bytes")
+            raise fail(
+                "source.compression_ratio",
+                f"decompressed bytes exceed {self._limits.max_compression_ratio}x the compressed bytes",
+            )
 
 
 def read_chunks(reader: BinaryIO) -> Iterator[bytes]:
@@ -297,8 +304,10 @@ class CheckoutFormat:
         self._root = Path(os.path.realpath(root))
         self._exclude = exclude
         self._only = only
-        self._only_dirs = None if only is None else frozenset(
-            path.rsplit("/", depth)[0] for path in only for depth in range(1, path.count("/") + 1)
+        self._only_dirs = (
+            None
+            if only is None
+            else frozenset(path.rsplit("/", depth)[0] for path in only for depth in range(1, path.count("/") + 1))
         )
         self._origins: dict[str, str] = {}
 
@@ -333,7 +342,10 @@ class CheckoutFormat:
         target = os.path.realpath(link)
         inside = os.path.commonpath([target, str(self._root)]) == str(self._root)
         if not inside or not os.path.isfile(target):
-            raise fail("source.symlink_escape", f"symlink {shown(name)} points outside the checkout, at a directory, or nowhere")
+            raise fail(
+                "source.symlink_escape",
+                f"symlink {shown(name)} points outside the checkout, at a directory, or nowhere",
+            )
         return target
 
     def archive_sha256(self) -> str:

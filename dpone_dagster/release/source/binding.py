@@ -51,7 +51,15 @@ def _git(checkout: str | os.PathLike[str], *args: str) -> str | None:
     }
     command = [git, "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-C", str(checkout), *args]
     try:
-        result = subprocess.run(command, capture_output=True, text=True, timeout=_GIT_TIMEOUT_SECONDS, env=environment, check=False, stdin=subprocess.DEVNULL)
+        result = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            timeout=_GIT_TIMEOUT_SECONDS,
+            env=environment,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return result.stdout if result.returncode == 0 else None
@@ -63,7 +71,9 @@ def checkout_head(checkout: str | os.PathLike[str]) -> str | None:
     return head if _COMMIT.match(head) else None
 
 
-def committed_files(checkout: str | os.PathLike[str], commit: str, exclude: frozenset[str] = DEFAULT_CHECKOUT_EXCLUDES) -> dict[str, str]:
+def committed_files(
+    checkout: str | os.PathLike[str], commit: str, exclude: frozenset[str] = DEFAULT_CHECKOUT_EXCLUDES
+) -> dict[str, str]:
     """Path (relative to `checkout`) -> git blob id of every file `commit` holds below `checkout`,
     without paths through an `exclude`d name. A symlink or submodule in the commit refuses."""
     listing = _git(checkout, "ls-tree", "-r", "-z", commit, "--", ".")
@@ -76,7 +86,10 @@ def committed_files(checkout: str | os.PathLike[str], commit: str, exclude: froz
         if exclude.intersection(path.split("/")):
             continue
         if kind != "blob" or mode not in ("100644", "100755"):
-            raise fail("source.checkout_not_commit", "the commit holds a symlink or a submodule, which a release source cannot carry")
+            raise fail(
+                "source.checkout_not_commit",
+                "the commit holds a symlink or a submodule, which a release source cannot carry",
+            )
         files[path] = blob
     return files
 
@@ -90,7 +103,9 @@ def git_blob_id(data: bytes, *, sha256: bool = False) -> str:
     return hashlib.sha1(header + data, usedforsecurity=False).hexdigest()
 
 
-def open_bound_source(location: str | os.PathLike[str], commit: str, *, work_dir: str | os.PathLike[str] | None = None) -> SourceTree:
+def open_bound_source(
+    location: str | os.PathLike[str], commit: str, *, work_dir: str | os.PathLike[str] | None = None
+) -> SourceTree:
     """The source at `location` read as `commit` and bound to it: a checkout's committed files only
     (each verified against the commit), an archive whole (bound by the commit it records)."""
     if not os.path.isdir(location):
@@ -113,7 +128,10 @@ def _require_head(checkout: str | os.PathLike[str], commit: str) -> None:
     if head is None:
         raise fail("source.commit_unbound", "the source checkout is not a git checkout, so its commit cannot be bound")
     if head != commit.lower():
-        raise fail("source.commit_mismatch", f"the source checkout is at {head[:12]}, not at the configured commit {commit[:12]}")
+        raise fail(
+            "source.commit_mismatch",
+            f"the source checkout is at {head[:12]}, not at the configured commit {commit[:12]}",
+        )
 
 
 def _require_commit_files(tree: SourceTree, expected: dict[str, str]) -> None:
@@ -132,7 +150,9 @@ def _require_commit_files(tree: SourceTree, expected: dict[str, str]) -> None:
         )
 
 
-def bind_source_commit(location: str | os.PathLike[str], tree: SourceTree, commit: str, *, expected: dict[str, str] | None = None) -> None:
+def bind_source_commit(
+    location: str | os.PathLike[str], tree: SourceTree, commit: str, *, expected: dict[str, str] | None = None
+) -> None:
     """Refuse unless the source read from `location` (into `tree`) is exactly `commit`: a checkout
     at that HEAD whose files are the commit's (`expected`, default: listed again), an archive
     recording it."""
@@ -141,6 +161,12 @@ def bind_source_commit(location: str | os.PathLike[str], tree: SourceTree, commi
         _require_commit_files(tree, committed_files(location, commit.lower()) if expected is None else expected)
         return
     if tree.declared_commit is None:
-        raise fail("source.commit_unbound", "the source archive records no commit (make it with git archive or build_source_archive(commit=...))")
+        raise fail(
+            "source.commit_unbound",
+            "the source archive records no commit (make it with git archive or build_source_archive(commit=...))",
+        )
     if tree.declared_commit != commit.lower():
-        raise fail("source.commit_mismatch", f"the source archive records commit {tree.declared_commit[:12]}, not the configured commit {commit[:12]}")
+        raise fail(
+            "source.commit_mismatch",
+            f"the source archive records commit {tree.declared_commit[:12]}, not the configured commit {commit[:12]}",
+        )

@@ -56,7 +56,9 @@ from dpone_dagster.release.source.zip import ZipFormat
 
 SNAPSHOT_KIND = "dpone.source-snapshot.v1"
 SNAPSHOT_SCHEMA = "dpone.source-snapshot.v1"
-DEFAULT_CHECKOUT_EXCLUDES = frozenset({".git", ".dpone", ".venv", "__pycache__", "dbt_packages", "logs", "target", ".user.yml"})
+DEFAULT_CHECKOUT_EXCLUDES = frozenset(
+    {".git", ".dpone", ".venv", "__pycache__", "dbt_packages", "logs", "target", ".user.yml"}
+)
 """Build output and per-user state, never source: `.user.yml` is the id file dbt writes beside profiles.yml at
 its first run (a run elsewhere could otherwise change a snapshot between two reads of one release run)."""
 _DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -152,7 +154,9 @@ class SourceTree:
         try:
             descriptor = _open_confined(self._root, path)
         except OSError:
-            raise fail("source.digest_drift", f"{shown(path)} can no longer be opened inside the private copy") from None
+            raise fail(
+                "source.digest_drift", f"{shown(path)} can no longer be opened inside the private copy"
+            ) from None
         with os.fdopen(descriptor, "rb") as reader:
             data = reader.read(entry.size + 1)
         if len(data) != entry.size or hashlib.sha256(data).hexdigest() != entry.sha256:
@@ -245,7 +249,9 @@ def _read_members(fmt, limits: SourceLimits, sink) -> tuple[SourceFile, ...]:
             if entry.kind in ("symlink", "hardlink"):
                 raise fail("source.link_member", f"member {shown(entry.raw_name)} is a link")
             if entry.kind == "special":
-                raise fail("source.special_member", f"member {shown(entry.raw_name)} is not a regular file or directory")
+                raise fail(
+                    "source.special_member", f"member {shown(entry.raw_name)} is not a regular file or directory"
+                )
             path = check_member_name(entry.raw_name, is_dir=entry.kind == "dir", limits=limits)
             if entry.kind == "dir":
                 if path:
@@ -264,13 +270,17 @@ def _read_members(fmt, limits: SourceLimits, sink) -> tuple[SourceFile, ...]:
                     size += len(chunk)
                     total += len(chunk)
                     if size > limits.max_file_bytes:
-                        raise fail("source.file_too_large", f"member {shown(path)} exceeds {limits.max_file_bytes} bytes")
+                        raise fail(
+                            "source.file_too_large", f"member {shown(path)} exceeds {limits.max_file_bytes} bytes"
+                        )
                     if total > limits.max_total_bytes:
                         raise fail("source.total_too_large", f"the source exceeds {limits.max_total_bytes} bytes")
                     hasher.update(chunk)
                     write(chunk)
             if size != entry.declared_size:
-                raise fail("source.changed_during_read", f"member {shown(path)} does not have the size its header declares")
+                raise fail(
+                    "source.changed_during_read", f"member {shown(path)} does not have the size its header declares"
+                )
             files.append(SourceFile(path, hasher.hexdigest(), size))
     except SourceError:
         raise

@@ -76,7 +76,9 @@ class _Stream:
                 break
             self.count += len(data)
             if self.count > self._limit:
-                raise fail("source.stream_too_large", "the decompressed tar stream is larger than the source byte limit allows")
+                raise fail(
+                    "source.stream_too_large", "the decompressed tar stream is larger than the source byte limit allows"
+                )
             parts.append(data)
             wanted -= len(data)
         return b"".join(parts)
@@ -129,7 +131,9 @@ def _utf8(raw: bytes) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise fail("source.invalid_path", f"member name {shown(raw.decode('utf-8', 'backslashreplace'))} is not UTF-8") from None
+        raise fail(
+            "source.invalid_path", f"member name {shown(raw.decode('utf-8', 'backslashreplace'))} is not UTF-8"
+        ) from None
 
 
 def _check_header(header: bytes) -> None:
@@ -236,7 +240,9 @@ class TarFormat:
             yield from self._member(stream, header, typeflag, size, pending)
             pending = {}
 
-    def _member(self, stream: _Stream, header: bytes, typeflag: bytes, size: int, pending: dict[bytes, bytes]) -> Iterator[Entry]:
+    def _member(
+        self, stream: _Stream, header: bytes, typeflag: bytes, size: int, pending: dict[bytes, bytes]
+    ) -> Iterator[Entry]:
         pax = pax_records(pending[b"x"]) if b"x" in pending else {}
         if any(key.startswith("GNU.sparse.") for key in pax):
             raise fail("source.special_member", "a tar member is a GNU sparse file (pax sparse map)")

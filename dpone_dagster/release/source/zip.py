@@ -107,9 +107,13 @@ def read_end_record(handle: BinaryIO, size: int) -> EndRecord:
     comment = tail[at + _EOCD.size :]
     absolute = size - tail_length + at
     if any(signature in comment for signature in _SIGNATURES) or b"PK\x06\x07" in tail[max(0, at - 20) : at]:
-        raise _ambiguous("the zip comment or the bytes before the end record hold another end record (zip64 or a second archive)")
+        raise _ambiguous(
+            "the zip comment or the bytes before the end record hold another end record (zip64 or a second archive)"
+        )
     if entries == 0xFFFF or directory_size == 0xFFFFFFFF or directory_offset == 0xFFFFFFFF:
-        raise fail("source.unsupported_format", "zip64 archives are not accepted (a source fits the classic zip limits)")
+        raise fail(
+            "source.unsupported_format", "zip64 archives are not accepted (a source fits the classic zip limits)"
+        )
     if disk or directory_disk or disk_entries != entries:
         raise _ambiguous("the zip end record declares several disks or two different entry counts")
     if directory_offset + directory_size != absolute:
@@ -149,7 +153,11 @@ def read_central_directory(handle: BinaryIO, end: EndRecord, limits: SourceLimit
         if 0xFFFFFFFF in (compressed, size, offset) or disk:
             raise fail("source.unsupported_format", "zip64 or multi-disk entries are not accepted")
         name = _decode_name(raw_name, fields[3])
-        result.append(CentralEntry(name, raw_name, fields[1], fields[3], fields[4], fields[7], compressed, size, fields[15], offset))
+        result.append(
+            CentralEntry(
+                name, raw_name, fields[1], fields[3], fields[4], fields[7], compressed, size, fields[15], offset
+            )
+        )
     if consumed != end.directory_size:
         raise _ambiguous("the zip central directory holds more records than its end record declares")
     return result
@@ -188,7 +196,9 @@ class ZipFormat:
                 if entry.flags & 0x41:
                     raise fail("source.unsupported_member", f"entry {shown(entry.name)} is encrypted")
                 if entry.method not in (_STORED, _DEFLATED):
-                    raise fail("source.unsupported_compression", f"entry {shown(entry.name)} is neither stored nor deflated")
+                    raise fail(
+                        "source.unsupported_compression", f"entry {shown(entry.name)} is neither stored nor deflated"
+                    )
                 declared += entry.size
         if declared > self._limits.max_total_bytes:
             raise fail("source.total_too_large", f"the zip declares more than {self._limits.max_total_bytes} bytes")
@@ -242,8 +252,14 @@ class ZipFormat:
         for entry, (fields, _) in zip(central, locals_):
             _, _, flags, method, _, _, crc, compressed, size, name_length, _ = fields
             self._handle.seek(entry.offset + _LOCAL.size)
-            if self._handle.read(name_length) != entry.raw_name or method != entry.method or (flags ^ entry.flags) & 0x849:
-                raise _invalid(f"entry {shown(entry.name)} has a local header that disagrees with the central directory")
+            if (
+                self._handle.read(name_length) != entry.raw_name
+                or method != entry.method
+                or (flags ^ entry.flags) & 0x849
+            ):
+                raise _invalid(
+                    f"entry {shown(entry.name)} has a local header that disagrees with the central directory"
+                )
             if not flags & 0x8 and (crc, compressed, size) != (entry.crc, entry.compressed, entry.size):
                 raise _invalid(f"entry {shown(entry.name)} declares other sizes or CRC locally")
         return [data_start for _, data_start in locals_]
@@ -264,7 +280,9 @@ class ZipFormat:
 class _EntryReader:
     """One entry's bytes, inflated in bounded steps; never more than the declared size."""
 
-    def __init__(self, handle: BinaryIO, entry: CentralEntry, start: int, guard: RatioGuard, consumed: list[int]) -> None:
+    def __init__(
+        self, handle: BinaryIO, entry: CentralEntry, start: int, guard: RatioGuard, consumed: list[int]
+    ) -> None:
         self._handle = handle
         self._entry = entry
         self._position = start
