@@ -4,12 +4,16 @@
 `<state dir>/workspaces/<workspace segment>/dagster_home`, so a fork's UI never shows prod's runs,
 materializations, sensor cursors or run tags as its own. `prepare_dagster_home` creates the home,
 writes a `dagster.yaml` there (a missing one makes every Dagster start warn "No dagster instance
-configuration file") and a marker naming the workspace the home belongs to.
+configuration file") and a marker naming the workspace the home belongs to. A fork's embedded
+`dagster.yaml` also makes its runs start warm (`integration/warm/`, docs/warm-runs.md): runs are
+launched when submitted (`SyncInMemoryRunCoordinator`, no queue) by `WarmRunLauncher`. A
+`dagster.yaml` exactly as an earlier version wrote it is brought up to date; one edited by anyone is kept.
 
 What a reader could get wrong: an explicitly set `DAGSTER_HOME` wins (a production deployment
 points it at its own PostgreSQL-backed instance, see docs/production.md), but a home whose marker
 names another workspace is refused (`workspace.dagster_home_of_another_workspace`): that is
-exactly the shared instance that showed prod's materializations in a fork. A home without a
+exactly the shared instance that showed prod's materializations in a fork (and a home set that way
+never gets its `dagster.yaml` rewritten: production homes are untouched). A home without a
 marker (one you made yourself) is adopted and marked. The segment is the workspace id when that
 is a plain name, else a sanitized id plus a hash (ids may contain `/`).
 
@@ -40,6 +44,23 @@ _INSTANCE_YAML = """\
 # Runs, event logs and schedules are SQLite files in this directory; no other workspace uses it.
 # For PostgreSQL-backed storage (one database or schema per deployment) see docs/production.md.
 """
+WARM_RUNS_YAML = """\
+# A fork's runs start warm (docs/warm-runs.md): the webserver launches a run as soon as it is
+# submitted (no queue polled every few seconds) into a worker that already loaded the code location.
+run_coordinator:
+  module: dagster._core.run_coordinator.sync_in_memory_run_coordinator
+  class: SyncInMemoryRunCoordinator
+run_launcher:
+  module: dpone_dagster.integration.warm.launcher
+  class: WarmRunLauncher
+"""
+
+
+def instance_yaml(workspace: str, *, embedded: bool = True) -> str:
+    """The `dagster.yaml` written into `workspace`'s home: a fork's embedded one also configures warm
+    runs; a home named by `DAGSTER_HOME` (`embedded=False`) gets no launcher or coordinator from dpone."""
+    text = _INSTANCE_YAML.format(workspace=workspace)
+    return text + WARM_RUNS_YAML if embedded and workspace != ROOT_WORKSPACE else text
 
 
 class DagsterHomeOfAnotherWorkspaceError(WorkspaceError):
@@ -100,11 +121,25 @@ def prepare_dagster_home(config: DponeConfig, env: Mapping[str, str]) -> Dagster
     path.mkdir(parents=True, exist_ok=True)
     if owner is None:
         (path / MARKER_FILE).write_text(workspace + "\n", encoding="utf-8")
-    instance_yaml = path / INSTANCE_FILE
-    wrote = not instance_yaml.exists()
+    instance_file = path / INSTANCE_FILE
+    wrote = not explicit and _written_by_an_earlier_version(instance_file, workspace)
+    wrote = wrote or not instance_file.exists()
     if wrote:
-        instance_yaml.write_text(_INSTANCE_YAML.format(workspace=workspace), encoding="utf-8")
+        instance_file.write_text(instance_yaml(workspace, embedded=not explicit), encoding="utf-8")
     return DagsterHome(workspace=workspace, path=path, explicit=explicit, wrote_instance_yaml=wrote)
+
+
+def _written_by_an_earlier_version(instance_file: Path, workspace: str) -> bool:
+    """True when the file is exactly what an earlier `dpone dev` wrote (before warm runs); a file
+    anyone edited is never rewritten."""
+    try:
+        return (
+            instance_file.read_text(encoding="utf-8")
+            == _INSTANCE_YAML.format(workspace=workspace)
+            != (instance_yaml(workspace))
+        )
+    except OSError:
+        return False
 
 
 def remove_dagster_home(config: DponeConfig, workspace: str) -> Path | None:
