@@ -57,13 +57,13 @@ from dpone_dagster.contracts.receipts import (
     PublicationReceipt,
     SealedReceipt,
 )
-from dpone_dagster.contracts.release_records import DeploymentRecord
+from dpone_dagster.contracts.release_records import BOUND_DEPLOYMENT_RECORDS, BoundDeploymentRecord
 from dpone_dagster.contracts.target import DeploymentProjection, TargetConfiguration
 
 DEFAULT_RECEIPT_LIFETIME = timedelta(hours=1)
 
 R = TypeVar("R", PublicationReceipt, MaterializationReceipt, ActivationReceipt)
-DeliveryAuthority = DevelopmentAuthorityReceipt | DeploymentRecord
+DeliveryAuthority = DevelopmentAuthorityReceipt | BoundDeploymentRecord
 """What a release is delivered under at a protected use: the sealed authority receipt (publish,
 materialize) or the installed deployment's record, whose authority fields its integrity subject binds."""
 ActivationAuthorityReason = Literal["verifier_failed", "policy_changed", "epoch_changed"]
@@ -308,7 +308,7 @@ class ReceiptIssuer:
         if isinstance(authority, DevelopmentAuthorityReceipt):
             self._require_sealed(authority, "authority receipt")
             return authority.grant_digest, authority.expires_at
-        if type(authority) is DeploymentRecord:
+        if type(authority) in BOUND_DEPLOYMENT_RECORDS:  # v2, or v3 (paged members)
             if authority.release_id != release_id or authority.deployment_id != deployment_id:
                 raise AdmissionError(
                     "admission.binding_mismatch", "the deployment record is not the one of this release and deployment"

@@ -8,6 +8,11 @@
   when; every field, the authority fields included, is bound by its `integrity_subject`, so an
   edited record does not parse. `DeploymentRecordV1` reads records written before v2 (no subject:
   their authority fields are unverifiable, `authority_bound` is False);
+- the paged forms, for a membership whose member list does not fit one canonical document (about
+  20,000 members): `ReleaseMemberPage` (`dpone.release-member-page.v1`, a content-addressed slice
+  of the member list), `PagedReleaseCommit` (`dpone.release-commit.v2`) and `PagedDeploymentRecord`
+  (`dpone.deployment-record.v3`), which list page digests and the member count instead of members
+  (`release.delivery.member_pages` cuts and reads the pages);
 - `ActivationIntent` (`dpone.activation-intent.v1`): a prepared activation, present until audited;
 - `CurrentPointer` (`dpone.current-deployment.v1`): the active deployment;
 - `AuditEntry` (`dpone.activation-audit-entry.v1`): one line of the activation audit log,
@@ -22,7 +27,9 @@ wrong: none of them is authority. A record says what *was* installed; every chan
 against a fresh receipt, and the audit log is evidence, not permission. Their bytes are persisted:
 any field change is a new schema version. And the deployment record's `integrity_subject` is computed
 from the record itself: it makes any hand edit fail to parse, but a writer who runs this code can
-recompute it; it is tamper evidence for the cache directory, not a signature.
+recompute it; it is tamper evidence for the cache directory, not a signature. A paged commit or
+record says nothing about its members until its pages are read and verified; read the member list
+through `member_pages.read_member_pages`, never from the document alone.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ from dpone_dagster.contracts.bounds import (
     sorted_unique,
 )
 from dpone_dagster.contracts.identity import digest
+from dpone_dagster.contracts.release_pages import MAX_PAGES
 
 COMMIT_SCHEMA = "dpone.release-commit.v1"
 DEPLOYMENT_RECORD_SCHEMA = "dpone.deployment-record.v2"
@@ -54,6 +62,13 @@ ACTIVATION_INTENT_SCHEMA = "dpone.activation-intent.v1"
 CURRENT_POINTER_SCHEMA = "dpone.current-deployment.v1"
 AUDIT_ENTRY_SCHEMA = "dpone.activation-audit-entry.v1"
 MAX_MEMBERS = 50_000
+COMMIT_V2_SCHEMA = "dpone.release-commit.v2"
+DEPLOYMENT_RECORD_V3_SCHEMA = "dpone.deployment-record.v3"
+MEMBER_PAGE_SCHEMA = "dpone.release-member-page.v1"
+MAX_PAGED_MEMBERS = 250_000
+"""Members a paged commit or record may list: 2.5x the 100,000 source members the default source
+limits admit (`release/source/archive.py`), so every release those limits let through, with its
+constituent documents and pages, is deliverable."""
 
 ActivationAction = Literal["activate", "rollback"]
 AuthorizedBy = Literal["activate", "pointer_recovery", "audit_repair", "rollback"]
@@ -82,8 +97,39 @@ class ReleaseCommit(ContractModel):
     members: ReleaseMembers
 
 
-class _DeploymentFields(ContractModel):
-    """What an installed deployment records about itself (both record versions)."""
+class ReleaseMemberPage(ContractModel):
+    """One content-addressed slice of a paged commit's or record's member list (path order)."""
+
+    KIND = MEMBER_PAGE_SCHEMA
+
+    schema_: Literal["dpone.release-member-page.v1"] = Field(default=MEMBER_PAGE_SCHEMA, alias="schema")
+    members: ReleaseMembers
+
+
+class _MemberPages(ContractModel):
+    """The member list of a paged commit or record: how many members, on which pages (in order)."""
+
+    member_count: PositiveCount = Field(le=MAX_PAGED_MEMBERS)
+    member_pages: tuple[Digest, ...] = Field(min_length=1, max_length=MAX_PAGES)
+
+    @model_validator(mode="after")
+    def _pages_once(self) -> Self:
+        if len(set(self.member_pages)) != len(self.member_pages):
+            raise ValueError("a member page is listed twice")
+        return self
+
+
+class PagedReleaseCommit(_MemberPages):
+    """The commit of a release whose member list does not fit one document: its identity and member pages."""
+
+    KIND = COMMIT_V2_SCHEMA
+
+    schema_: Literal["dpone.release-commit.v2"] = Field(default=COMMIT_V2_SCHEMA, alias="schema")
+    release_id: Digest
+
+
+class _DeploymentAuthority(ContractModel):
+    """What an installed deployment records about itself, its member list aside (every record version)."""
 
     release_id: Digest
     deployment_id: Identifier
@@ -93,6 +139,11 @@ class _DeploymentFields(ContractModel):
     authority_expires_at: Timestamp
     revocation_epoch: Count
     installed_at: Timestamp
+
+
+class _DeploymentFields(_DeploymentAuthority):
+    """The fields of a record that lists its members itself (v1, v2)."""
+
     members: ReleaseMembers
 
 
@@ -110,32 +161,62 @@ def deployment_subject(fields: dict[str, Any]) -> str:
     return digest(DEPLOYMENT_SUBJECT_KIND, {key: value for key, value in fields.items() if key != "integrity_subject"})
 
 
-class DeploymentRecord(_DeploymentFields):
-    """Written once, inside an installed deployment: what was installed, under which authority, when.
+class _BoundRecord(ContractModel):
+    """A record whose every field is bound by `integrity_subject` (v2, v3); `_BODY` is its fields without it.
 
-    Build it with `DeploymentRecord.bound(...)`; a record whose `integrity_subject` is not the digest
-    of its other fields, or that claims installation at or after its authority's expiry, is invalid.
+    Build one with `.bound(...)`; a record whose `integrity_subject` is not the digest of its other
+    fields, or that claims installation at or after its authority's expiry, is invalid.
     """
 
-    KIND = DEPLOYMENT_RECORD_SCHEMA
+    _BODY: ClassVar[type[ContractModel]]
     authority_bound: ClassVar[bool] = True
 
-    schema_: Literal["dpone.deployment-record.v2"] = Field(default=DEPLOYMENT_RECORD_SCHEMA, alias="schema")
     integrity_subject: Digest
 
     @classmethod
     def bound(cls, **fields: Any) -> Self:
-        """The record with its integrity subject computed over `fields`."""
-        body = _DeploymentFields(**fields).model_dump(mode="json", by_alias=True)
-        return cls(**fields, integrity_subject=deployment_subject({"schema": DEPLOYMENT_RECORD_SCHEMA, **body}))
+        """The record with its integrity subject computed over `fields` (validated once as the body)."""
+        body = cls._BODY(**fields).model_dump(mode="json", by_alias=True)
+        return cls(**fields, integrity_subject=deployment_subject({"schema": cls.KIND, **body}))
 
     @model_validator(mode="after")
-    def _fields_are_bound(self) -> DeploymentRecord:
+    def _fields_are_bound(self) -> Self:
         if self.integrity_subject != deployment_subject(self.model_dump(mode="json", by_alias=True)):
             raise ValueError("integrity_subject is not the digest of the record's fields: the record was edited")
         if parse_timestamp(self.installed_at) >= parse_timestamp(self.authority_expires_at):
             raise ValueError("installed_at must be earlier than authority_expires_at")
         return self
+
+
+class DeploymentRecord(_DeploymentFields, _BoundRecord):
+    """Written once, inside an installed deployment: what was installed, under which authority, when."""
+
+    KIND = DEPLOYMENT_RECORD_SCHEMA
+    _BODY = _DeploymentFields
+
+    schema_: Literal["dpone.deployment-record.v2"] = Field(default=DEPLOYMENT_RECORD_SCHEMA, alias="schema")
+
+
+class _PagedDeploymentFields(_DeploymentAuthority, _MemberPages):
+    """The fields of a record that lists its member pages (v3)."""
+
+
+class PagedDeploymentRecord(_PagedDeploymentFields, _BoundRecord):
+    """A v2 record whose members are on pages: the same authority fields, bound the same way.
+
+    Its `integrity_subject` covers the member count and page digests, and each page is
+    content-addressed, so the subject binds every member.
+    """
+
+    KIND = DEPLOYMENT_RECORD_V3_SCHEMA
+    _BODY = _PagedDeploymentFields
+
+    schema_: Literal["dpone.deployment-record.v3"] = Field(default=DEPLOYMENT_RECORD_V3_SCHEMA, alias="schema")
+
+
+BoundDeploymentRecord = DeploymentRecord | PagedDeploymentRecord
+BOUND_DEPLOYMENT_RECORDS = (DeploymentRecord, PagedDeploymentRecord)
+"""The record types whose authority fields are bound (what activation may be checked against)."""
 
 
 class _ActivationSubject(ContractModel):

@@ -13,6 +13,10 @@ and be a valid page; read in the order listed, the pages' entries must be strict
 (`release.page_out_of_order`) and no pack id, selector, constituent id or sidecar may appear twice,
 within the pages or against a native constituent (`release.page_member_duplicate`).
 
+The same machinery pages the member list of a registry commit and of a deployment record
+(`release.delivery.member_pages`): `chunk_entries` cuts it, `read_page` reads one page verified, and
+the same codes refuse a missing, altered, repeated or misordered page entry.
+
 What a reader could get wrong: the composer writes pages only when the single-document parent does
 not fit the canonical cap (see `compose`); a reader accepts any chunking that verifies, not only
 the one `paginate` produces. A page binds no authority: the parent's digest list is what ties it to
@@ -21,15 +25,15 @@ one release, so the same page bytes may serve many releases.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
 
-from dpone_dagster.contracts.base import parse_document
+from dpone_dagster.contracts.base import ContractModel, parse_document
 from dpone_dagster.contracts.canonical import CanonicalError
 from dpone_dagster.contracts.coded import CodedError
 from dpone_dagster.contracts.identity import canonical_digest
 from dpone_dagster.contracts.release_documents import OrdinaryConstituent, SourceSidecar
 from dpone_dagster.contracts.release_pages import (
-    RELEASE_PAGE_SCHEMA,
     DevelopmentReleasePage,
     PagedDevelopmentReleaseSetV3,
 )
@@ -40,12 +44,35 @@ MAX_PAGE_BYTES = 1024 * 1024
 _ENVELOPE_BYTES = 128  # the page's schema and list brackets, with room to spare
 
 
+_Page = TypeVar("_Page", bound=ContractModel)
+
+
 class PageError(CodedError):
     codes = {
-        "release.page_missing": "A page the paged release parent lists is not among the release's members; the copy is incomplete.",
-        "release.page_digest_mismatch": "A page's bytes do not hash to the digest its parent lists; the copy is corrupt or was altered.",
-        "release.page_member_duplicate": "A constituent or source file appears twice across a paged parent's pages (or also as a native constituent); the release is refused.",
-        "release.page_out_of_order": "A paged parent's pages, read in the order listed, do not give its membership in canonical order; the release is refused.",
+        "release.page_missing": (
+            "A page that a paged release parent, registry commit or deployment record lists is absent; "
+            "the copy is incomplete."
+        ),
+        "release.page_digest_mismatch": (
+            "A page's bytes do not hash to the digest its parent, commit or record lists; "
+            "the copy is corrupt or was altered."
+        ),
+        "release.page_member_duplicate": (
+            "A constituent, source file or stored member appears twice across the pages of one document "
+            "(or a page reuses a native constituent's id); the release is refused."
+        ),
+        "release.page_out_of_order": (
+            "Pages read in the order listed do not give the membership (or member list) in canonical order; "
+            "the release is refused."
+        ),
+        "release.page_count_mismatch": (
+            "The pages of a paged registry commit or deployment record do not hold the member count it "
+            "states; a page was removed or replaced."
+        ),
+        "release.membership_undeliverable": (
+            "The release has more members than a registry commit or deployment record can list, even paged; "
+            "it is refused before anything is written."
+        ),
     }
 
 
@@ -59,16 +86,17 @@ def paginate(
     """The pages of a membership (`ordinary` sorted by pack id, `sidecars` by `SourceSidecar.sort_key`)."""
     pages = [
         DevelopmentReleasePage(ordinary_constituents=chunk, source_sidecars=())
-        for chunk in _chunks(ordinary, lambda c: c.constituent_id)
+        for chunk in chunk_entries(ordinary, lambda c: c.constituent_id)
     ]
     pages += [
         DevelopmentReleasePage(ordinary_constituents=(), source_sidecars=chunk)
-        for chunk in _chunks(sidecars, lambda s: s.content_sha256)
+        for chunk in chunk_entries(sidecars, lambda s: s.content_sha256)
     ]
     return tuple(pages)
 
 
-def _chunks(entries: Sequence, hash_of) -> list[list]:
+def chunk_entries(entries: Sequence, hash_of: Callable[[object], str]) -> list[list]:
+    """`entries` (in their canonical order) cut by content into runs of at most `MAX_PAGE_BYTES` encoded."""
     chunks: list[list] = []
     current: list = []
     size = _ENVELOPE_BYTES
@@ -139,13 +167,17 @@ def read_pages(
 
 
 def _page(members: Mapping[str, bytes], page_digest: str) -> DevelopmentReleasePage:
-    data = members.get(page_path(page_digest))
+    return read_page(members.get(page_path(page_digest)), page_digest, DevelopmentReleasePage)
+
+
+def read_page(data: bytes | None, page_digest: str, model: type[_Page]) -> _Page:
+    """The page `page_digest` names, from its stored bytes (None: absent), verified against that digest."""
     if data is None:
         raise PageError("release.page_missing", f"page {page_digest} is missing")
-    if canonical_digest(RELEASE_PAGE_SCHEMA, data) != page_digest:
+    if canonical_digest(model.KIND, data) != page_digest:
         raise PageError("release.page_digest_mismatch", f"page {page_digest} does not hash to its listed digest")
     try:
-        return parse_document(DevelopmentReleasePage, data)
+        return parse_document(model, data)
     except (CanonicalError, CodedError) as error:
         raise IntegrityError(
             "release.integrity_mismatch", f"page {page_digest} is not a valid release page ({error.code})"

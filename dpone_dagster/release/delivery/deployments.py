@@ -8,7 +8,10 @@ The record's authority fields (`authority_expires_at`, `revocation_epoch`, `inst
 its integrity subject (`dpone.deployment-record.v2`): an edited record does not load, so nothing
 reports or decides on edited values. A `dpone.deployment-record.v1` record (written before the
 subject existed) still loads as evidence, with `record.authority_bound` False: its authority fields
-cannot be trusted, and activation refuses it (move it aside and install the release again).
+cannot be trusted, and activation refuses it (move it aside and install the release again). A
+release whose member list does not fit one document is installed with a `dpone.deployment-record.v3`
+record and its member pages under `member-pages/` (`release.delivery.member_pages`): the pages are
+read and verified like the registry's, and a page the record does not list is refused as a stray.
 """
 
 from __future__ import annotations
@@ -20,8 +23,14 @@ from pathlib import Path
 from dpone_dagster.contracts.base import ContractModel, parse_document
 from dpone_dagster.contracts.canonical import CanonicalError
 from dpone_dagster.contracts.coded import CodedError
-from dpone_dagster.contracts.release_records import AuditEntry, DeploymentRecord, DeploymentRecordV1
+from dpone_dagster.contracts.release_records import (
+    AuditEntry,
+    DeploymentRecord,
+    DeploymentRecordV1,
+    PagedDeploymentRecord,
+)
 from dpone_dagster.release.build.bundle import ReleaseBundle, deployment_id_of, open_bundle
+from dpone_dagster.release.delivery.member_pages import MEMBER_PAGES, member_page_path, members_of
 from dpone_dagster.release.errors import ActivationError, IntegrityError
 
 GENESIS = "0" * 64
@@ -30,22 +39,27 @@ GENESIS = "0" * 64
 @dataclass(frozen=True)
 class InstalledRelease:
     bundle: ReleaseBundle
-    record: DeploymentRecord | DeploymentRecordV1
+    record: DeploymentRecord | PagedDeploymentRecord | DeploymentRecordV1
     path: Path
 
 
 def read_deployment(path: Path, release_id: str) -> InstalledRelease:
     """Read and fully verify one installed deployment directory (no receipt needed: read-only)."""
-    record = read_document(DeploymentRecord, path / "deployment.json") or read_document(
-        DeploymentRecordV1, path / "deployment.json"
-    )
+    record = _read_record(path / "deployment.json")
     if record is None:
         raise IntegrityError("release.integrity_mismatch", "the deployment record is missing, unreadable or was edited")
     if record.release_id != release_id:
         raise IntegrityError("release.integrity_mismatch", "the deployment record names another release")
+    listed = members_of(record, lambda relative: _file_bytes(path / relative))
+    pages = {member_page_path(page) for page in getattr(record, "member_pages", ())}
+    pages_root = path / MEMBER_PAGES
+    if any(item.relative_to(path).as_posix() not in pages for item in pages_root.rglob("*")):
+        raise IntegrityError(
+            "release.integrity_mismatch", "the installed deployment holds member pages its record does not list"
+        )
     members_root = path / "members"
     members = {}
-    for member in record.members:
+    for member in listed:
         try:
             members[member.path] = (members_root / member.path).read_bytes()
         except OSError:
@@ -58,7 +72,7 @@ def read_deployment(path: Path, release_id: str) -> InstalledRelease:
             "release.integrity_mismatch", "the installed deployment holds files its record does not list"
         )
     bundle = open_bundle(members, expected_release_id=release_id)
-    if record.members != bundle.member_digests() or record.grant_digest != bundle.parent.grant_digest:
+    if listed != bundle.member_digests() or record.grant_digest != bundle.parent.grant_digest:
         raise IntegrityError("release.integrity_mismatch", "the deployment record disagrees with the installed bytes")
     if record.deployment_id != deployment_id_of(release_id, record.environment):
         raise IntegrityError("release.integrity_mismatch", "the deployment record names another deployment")
@@ -84,6 +98,23 @@ def read_audit_log(path: Path) -> list[AuditEntry]:
         entries.append(entry)
         previous = hashlib.sha256(line).hexdigest()
     return entries
+
+
+def _read_record(path: Path) -> DeploymentRecord | PagedDeploymentRecord | DeploymentRecordV1 | None:
+    data = _file_bytes(path)
+    for model in (DeploymentRecord, PagedDeploymentRecord, DeploymentRecordV1):
+        try:
+            return parse_document(model, data) if data is not None else None
+        except (CanonicalError, CodedError):
+            continue
+    return None
+
+
+def _file_bytes(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
 
 
 def read_document(model: type[ContractModel], path: Path):

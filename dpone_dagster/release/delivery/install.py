@@ -3,6 +3,9 @@
 Layout under the cache root (one root per target deployment environment):
 - `deployments/<hex>/members/...` + `deployments/<hex>/deployment.json`: an installed release,
   written to `staging/` first, reread and verified, then renamed into place (never modified after);
+  a member list too large for one record adds `deployments/<hex>/member-pages/<hex>.json` and a
+  `dpone.deployment-record.v3` (`release.delivery.member_pages`); the record and its pages are built
+  before the first byte is staged, so a membership that cannot be recorded writes nothing;
 - `current`: the active deployment (`CurrentPointer`), replaced atomically;
 - `activation.pending`: a prepared activation (`ActivationIntent`), present until it is audited;
 - `audit.log`: one hash-chained `AuditEntry` per activation, append-only;
@@ -13,7 +16,8 @@ immediately before it writes: materialization before the cache write (after re-a
 budget), activation before preparation, and again (`after_preparation=True`) both after preparation
 and immediately before the pointer commit, each time after a full `open_bundle` validation of the
 installed bytes. Each check names what the release is delivered under: the authority receipt when
-materializing, the installed `dpone.deployment-record.v2` (authority fields bound) when activating. Pointer-changing recovery, audit-only repair and rollback follow the same rule with
+materializing, the installed `dpone.deployment-record.v2` or `.v3` (authority fields bound) when
+activating. Pointer-changing recovery, audit-only repair and rollback follow the same rule with
 their own activation-receipt purposes (`pointer_recovery`, `audit_repair`, `rollback`); an
 `activate` receipt never admits a rollback. Verified reading lives in `release.deployments`; the
 operator entry points (receipts issued from the live grant) in `release.operations`.
@@ -41,18 +45,20 @@ from dpone_dagster.contracts.receipts import (
     MaterializationReceipt,
 )
 from dpone_dagster.contracts.release_records import (
+    BOUND_DEPLOYMENT_RECORDS,
     ActivationAction,
     ActivationIntent,
     AuditEntry,
     AuthorizedBy,
+    BoundDeploymentRecord,
     CurrentPointer,
-    DeploymentRecord,
 )
 from dpone_dagster.release.build.budget import require_within_budget
 from dpone_dagster.release.build.bundle import ReleaseBundle, deployment_projection, open_bundle
 from dpone_dagster.release.build.compose import require_authority
 from dpone_dagster.release.delivery.deployments import GENESIS, InstalledRelease, read_audit_log, read_deployment
 from dpone_dagster.release.delivery.deployments import read_document as _read_document
+from dpone_dagster.release.delivery.member_pages import Listed, record_documents
 from dpone_dagster.release.errors import ActivationError, DurabilityUncertainError, IntegrityError, RegistryError
 from dpone_dagster.release.ports import TargetAdmission
 from dpone_dagster.release.source.local_files import LocalFiles
@@ -126,7 +132,8 @@ class ReleaseCache:
         if final.exists():
             self.load(verified.release_id)
             return MaterializationResult(verified.release_id, deployment_id, 0, already_installed=True)
-        record = DeploymentRecord.bound(
+        record = record_documents(
+            verified.member_digests(),
             release_id=verified.release_id,
             deployment_id=deployment_id,
             environment=authority.environment,
@@ -135,12 +142,11 @@ class ReleaseCache:
             authority_expires_at=authority.expires_at,
             revocation_epoch=authority.revocation_epoch,
             installed_at=format_timestamp(self.clock.now()),
-            members=verified.member_digests(),
         )
         written = self._stage_and_commit(verified, record, final)
         return MaterializationResult(verified.release_id, deployment_id, written, already_installed=False)
 
-    def _stage_and_commit(self, bundle: ReleaseBundle, record: DeploymentRecord, final: Path) -> int:
+    def _stage_and_commit(self, bundle: ReleaseBundle, record: Listed, final: Path) -> int:
         staging = self.root / "staging" / f"{bundle.release_id.removeprefix('sha256:')[:16]}-{uuid.uuid4().hex}"
         staged: list[str] = []
         try:
@@ -148,7 +154,9 @@ class ReleaseCache:
             for path, data in sorted(bundle.members.items()):
                 self.files.write_new(staging / "members" / path, data)
                 staged.append(path)
-            self.files.write_new(staging / "deployment.json", record.canonical_bytes())
+            for path, data in record.pages.items():
+                self.files.write_new(staging / path, data)
+            self.files.write_new(staging / "deployment.json", record.data)
             read_deployment(staging, bundle.release_id)
             self.files.make_dirs(final.parent)
             self.files.rename_new(staging, final)
@@ -166,7 +174,7 @@ class ReleaseCache:
                 written=staged,
                 pending=sorted(set(bundle.members) - set(staged)),
             ) from None
-        return sum(len(data) for data in bundle.members.values()) + len(record.canonical_bytes())
+        return bundle.total_bytes + len(record.data) + sum(len(data) for data in record.pages.values())
 
     # ------------------------------------------------------------------ reading (no receipt needed)
 
@@ -180,7 +188,7 @@ class ReleaseCache:
     def _admit_activation(
         self,
         receipt: ActivationReceipt | None,
-        record: DeploymentRecord,
+        record: BoundDeploymentRecord,
         purpose: str,
         *,
         deployment_id: str | None = None,
@@ -197,13 +205,16 @@ class ReleaseCache:
             after_preparation=after_preparation,
         )
 
-    def _bound_record(self, release_id: str) -> DeploymentRecord:
+    def _bound_record(self, release_id: str) -> BoundDeploymentRecord:
         """The installed record whose authority fields an activation is checked against; v1 binds none."""
         record = self.load(release_id).record
-        if not isinstance(record, DeploymentRecord):
+        if not isinstance(record, BOUND_DEPLOYMENT_RECORDS):
             raise IntegrityError(
                 "release.integrity_mismatch",
-                "the deployment record predates bound authority fields (v1); move the deployment aside and install the release again",
+                (
+                    "the deployment record predates bound authority fields (v1); move the deployment aside "
+                    "and install the release again"
+                ),
             )
         return record
 
