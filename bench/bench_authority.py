@@ -93,5 +93,8 @@ def run() -> list[dict[str, object]]:
 if __name__ == "__main__":
     for row in run():
         print(
-            f"{row['ratio']:8.2f}x  {row['measured_s'] * 1e6:10.1f} us vs {row['baseline_s'] * 1e6:10.1f} us  {row['name']}  [{row['goal']}]"
+            (
+                f"{row['ratio']:8.2f}x  {row['measured_s'] * 1e6:10.1f} us vs {row['baseline_s'] * 1e6:10.1f} us  "
+                f"{row['name']}  [{row['goal']}]"
+            )
         )

@@ -1,12 +1,13 @@
 """What the SQL guard's file, metadata-catalog and foreign-database rules (issue 19) cost per statement.
 
-Same run, same statements, interleaved rounds (best of each): the guard as it is now (`dpone_dagster/lake/guard`, with a fork's file
-rules) against the guard at `BASE_REVISION` (before those rules), extracted from git into a
-temporary package. The statements are what dbt sends for a model build (CTAS with quoted names,
-an introspection query, a seed insert with literals) and a `COPY … TO` into the fork's prefix.
-Goal: <= 1.10x. What a reader could get wrong: both sides parse every statement with DuckDB's own
-parser and lexer, which dominates; the figure is the guard alone, not a dbt run (a model build
-sends a few dozen statements, so even a 2x guard would be milliseconds per model).
+Same run, same statements, interleaved rounds (best of each): the guard as it is now
+(`dpone_dagster/lake/guard`, with a fork's file rules) against the guard at `BASE_REVISION` (before
+those rules), extracted from git into a temporary package. The statements are what dbt sends for a
+model build (CTAS with quoted names, an introspection query, a seed insert with literals) and a
+`COPY … TO` into the fork's prefix. Goal: <= 1.10x. What a reader could get wrong: both sides parse
+every statement with DuckDB's own parser and lexer, which dominates; the figure is the guard alone,
+not a dbt run (a model build sends a few dozen statements, so even a 2x guard would be milliseconds
+per model).
 """
 
 from __future__ import annotations

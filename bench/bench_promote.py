@@ -110,7 +110,10 @@ def _setup(config: DponeConfig) -> None:
     conn = resolved.connect()
     try:
         conn.execute(
-            f"CREATE TABLE lake_main.main.events AS SELECT range AS k, random() AS x, random() AS y FROM range({UPSTREAM_ROWS})"
+            (
+                "CREATE TABLE lake_main.main.events AS SELECT range AS k, random() AS x, random() AS y FROM "
+                f"range({UPSTREAM_ROWS})"
+            )
         )
         snapshot = conn.execute("SELECT max(snapshot_id) FROM lake_main.snapshots()").fetchone()[0]
     finally:
@@ -162,7 +165,10 @@ def _rebuild_row(work: Path) -> dict[str, object]:
 def _sized_tables(config: DponeConfig, fork: str, sizes: dict[str, int]) -> dict[str, int]:
     """Build each `name: megabytes` table in `fork`; the bytes written."""
     selects = {
-        name: f"SELECT range AS id, random() AS a, random() AS b, hash(range) AS c FROM range({mb * 1024 * 1024 // BYTES_PER_ROW})"
+        name: (
+            "SELECT range AS id, random() AS a, random() AS b, hash(range) AS c FROM "
+            f"range({mb * 1024 * 1024 // BYTES_PER_ROW})"
+        )
         for name, mb in sizes.items()
     }
     return _build(config, fork, selects, [("id", "BIGINT"), ("a", "DOUBLE"), ("b", "DOUBLE"), ("c", "UBIGINT")])

@@ -187,5 +187,8 @@ def run() -> list[dict[str, object]]:
 if __name__ == "__main__":
     for row in run():
         print(
-            f"{row['ratio']:8.3g}x  {row['measured_s']:9.3f} s vs {row['baseline_s']:9.3f} s  {row['name']}  [{row['goal']}]"
+            (
+                f"{row['ratio']:8.3g}x  {row['measured_s']:9.3f} s vs {row['baseline_s']:9.3f} s  {row['name']}  "
+                f"[{row['goal']}]"
+            )
         )

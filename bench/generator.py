@@ -206,7 +206,8 @@ def _marts_sql(node: Node, rng: random.Random) -> str:
 def _scd2_sql(node: Node) -> str:
     parent = node.parents[0]
     return (
-        f"-- {node.name}: SCD2 history of {parent} per key (versions keyed by a hash; `is_current` marks the live one).\n"
+        f"-- {node.name}: SCD2 history of {parent} per key "
+        "(versions keyed by a hash; `is_current` marks the live one).\n"
         '{{ config(materialized="incremental", incremental_strategy="merge", unique_key="id") }}\n'
         "with source as (\n"
         "    select key, sum(amount) as amount, max(updated_at) as changed_at,\n"
@@ -222,7 +223,8 @@ def _scd2_sql(node: Node) -> str:
         "    where current_versions.key is null or current_versions.attributes_hash <> source.attributes_hash\n"
         "),\n"
         "closed as (\n"
-        "    select current_versions.id, current_versions.key, current_versions.amount, current_versions.attributes_hash,\n"
+        "    select current_versions.id, current_versions.key, current_versions.amount, "
+        "current_versions.attributes_hash,\n"
         "           current_versions.valid_from, changed.changed_at as valid_to, false as is_current\n"
         "    from current_versions inner join changed on changed.key = current_versions.key\n"
         "),\n"
@@ -230,7 +232,8 @@ def _scd2_sql(node: Node) -> str:
         "changed as (select * from source),\n"
         "{% endif %}\n"
         "opened as (\n"
-        "    select md5(cast(key as varchar) || '|' || cast(changed_at as varchar)) as id, key, amount, attributes_hash,\n"
+        "    select md5(cast(key as varchar) || '|' || cast(changed_at as varchar)) as id, "
+        "key, amount, attributes_hash,\n"
         "           changed_at as valid_from, cast(null as timestamp) as valid_to, true as is_current\n"
         "    from changed\n"
         ")\n"

@@ -140,7 +140,8 @@ def fork_resolution_rows(
     ms = {k: f"{v * 1000:.1f} ms" for k, v in split.items()}
     return [
         row(
-            f"fork first resolution, {len(tables)}-table parent, job building 1 model (5 upstream) vs its ATTACHes alone",
+            f"fork first resolution, {len(tables)}-table parent, job building 1 model (5 upstream) "
+            "vs its ATTACHes alone",
             first_attach,
             first,
             "<=",
@@ -157,7 +158,8 @@ def fork_resolution_rows(
             steady,
             "<=",
             1.25,
-            f"best of {rounds * 3}, interleaved; fork = plan + ATTACHes (fork + READ_ONLY parent) + {wanted} live views "
+            f"best of {rounds * 3}, interleaved; fork = plan + ATTACHes (fork + READ_ONLY parent) "
+            f"+ {wanted} live views "
             f"read from the attached catalog (plan {ms['steady plan']}, apply {ms['steady apply']}); prod = plan + one "
             f"ATTACH (plan {ms['prod plan']}, apply {ms['prod apply']}); " + load_note(),
         ),

@@ -1,1 +1,4 @@
-"""Developer tools that ship nowhere: fabricated documents and sources for tests and benches, generators for committed files."""
+"""Developer tools that ship nowhere.
+
+Fabricated documents and sources for tests and benches, generators for committed files.
+"""

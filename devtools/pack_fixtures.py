@@ -69,7 +69,10 @@ def main(argv: list[str] | None = None) -> int:
     if pinned != SYNTHETIC_SOURCE_DIGEST:
         failed = True
         print(
-            f"synthetic campaign digest is {pinned}; pin it as SYNTHETIC_SOURCE_DIGEST in dpone_dagster/release/runtime/synthetic_campaign.py"
+            (
+                f"synthetic campaign digest is {pinned}; pin it as SYNTHETIC_SOURCE_DIGEST in "
+                "dpone_dagster/release/runtime/synthetic_campaign.py"
+            )
         )
     return 1 if failed else 0
 

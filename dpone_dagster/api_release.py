@@ -1,4 +1,6 @@
-"""Run a location's `release_job` in process and read what it reported: `api.run_release`, and the release half of `dpone demo`.
+"""Run a location's `release_job` in process and read what it reported.
+
+`api.run_release`, and the release half of `dpone demo`.
 
 `run_release_job(location, instance)` executes the `release_job` of a loaded code location
 (`dpone_dagster.cli.location.load_location`) and returns its `ReleaseRunSummary`

@@ -7,8 +7,9 @@ lake where it happens to run, and an installed package never puts state into its
 `dbt_project_dir` has no default: reading it unset fails with `config.dbt_project_unset`.
 
 Nothing else in the project reads environment variables for configuration; resources and services
-receive a `DponeConfig`. The one exception is the dbt-duckdb plugin, which runs inside dbt's own process and receives the run's workspace and
-target tables through `DPONE_WORKSPACE` / `DPONE_DBT_TARGETS`, set by the dbt asset for that call.
+receive a `DponeConfig`. The one exception is the dbt-duckdb plugin, which runs inside dbt's own
+process and receives the run's workspace and target tables through `DPONE_WORKSPACE` /
+`DPONE_DBT_TARGETS`, set by the dbt asset for that call.
 
 The embedded `main` lake turns DuckLake data inlining off (`DATA_INLINING_ROW_LIMIT 0`), so even a
 10-row incremental merge lands in parquet files rather than in the catalog.

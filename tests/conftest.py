@@ -198,10 +198,10 @@ def s3_bucket(s3_server: S3Server, monkeypatch) -> str:
     return s3_server.create_bucket()
 
 
-# Session fixtures that are expensive to build (a built prod lake, a release run, a webserver, a
-# real compile; a fork webserver needs the prod one): under pytest-xdist (`make test` runs `--dist loadgroup`) every test using one of
-# them goes to the same worker, so each is built once per run; every other test file is its own
-# group (like `--dist loadfile`). A test using two of them follows the first listed here.
+# Session fixtures that are expensive to build (a built prod lake, a release run, a webserver, a real compile; a
+# fork webserver needs the prod one): under pytest-xdist (`make test` runs `--dist loadgroup`) every test using
+# one of them goes to the same worker, so each is built once per run; every other test file is its own group
+# (like `--dist loadfile`). A test using two of them follows the first listed here.
 _EXPENSIVE_SESSION_FIXTURES = (
     "webserver",
     "released",

@@ -70,7 +70,10 @@ def read_layer_table(text: str) -> list[Row]:
 
 
 def table_problems(rows: list[Row], root: Path) -> list[str]:
-    """What makes a table unusable as a map: unknown or upward names, repeated paths or layers, paths that do not exist."""
+    """What makes a table unusable as a map.
+
+    Unknown or upward names, repeated paths or layers, paths that do not exist.
+    """
     problems = []
     position = {row.package: i for i, row in enumerate(rows)}
     if len(position) != len(rows):

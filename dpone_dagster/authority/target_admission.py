@@ -75,16 +75,42 @@ class AdmissionError(CodedError):
     codes = {
         "admission.receipt_missing": "No operation receipt was supplied; protected operations never run without one.",
         "admission.receipt_unknown": "The object supplied is not a publication, materialization or activation receipt.",
-        "admission.receipt_kind_mismatch": "A receipt for a different operation was supplied (receipts are not interchangeable); issue the receipt for this operation.",
-        "admission.binding_mismatch": "The receipt, deployment projection, target configuration and authority disagree on release, deployment, environment, grant or purpose.",
-        "admission.policy_mismatch": "The authority or receipt was verified under a policy other than the one pinned for this target.",
-        "admission.production_tier": "The target or deployment is production tier; development authority never admits production.",
-        "admission.expired": "The receipt or the grant behind it has expired; verify the grant again and issue a new receipt.",
+        "admission.receipt_kind_mismatch": (
+            "A receipt for a different operation was supplied (receipts are not "
+            "interchangeable); issue the receipt for this operation."
+        ),
+        "admission.binding_mismatch": (
+            "The receipt, deployment projection, target configuration and authority "
+            "disagree on release, deployment, environment, grant or purpose."
+        ),
+        "admission.policy_mismatch": (
+            "The authority or receipt was verified under a policy other than the one pinned for this target."
+        ),
+        "admission.production_tier": (
+            "The target or deployment is production tier; development authority never admits production."
+        ),
+        "admission.expired": (
+            "The receipt or the grant behind it has expired; verify the grant again and issue a new receipt."
+        ),
         "admission.not_yet_valid": "The grant behind the authority is not valid yet.",
-        "admission.receipt_unauthenticated": "The receipt (or the authority receipt behind it) was not issued by this process, or was changed after issue (hand-built, parsed from a file, from another process, re-dated). Verify the grant again; issue the receipt where the operation runs.",
-        "admission.used_before_verification": "The receipt is used at a time before it was verified: the clock went backwards, or the receipt was re-dated. Check the host clock; issue a new receipt.",
-        "admission.receipt_lifetime_exceeded": "The receipt claims a validity longer than this issuer ever issues; it was not issued here as it stands.",
-        "admission.receipt_outlives_grant": "The receipt expires after the grant it was issued under; receipts are clamped to their grant's expiry, so this one was altered.",
+        "admission.receipt_unauthenticated": (
+            "The receipt (or the authority receipt behind it) was not issued by "
+            "this process, or was changed after issue (hand-built, parsed from a "
+            "file, from another process, re-dated). Verify the grant again; issue "
+            "the receipt where the operation runs."
+        ),
+        "admission.used_before_verification": (
+            "The receipt is used at a time before it was verified: the clock went "
+            "backwards, or the receipt was re-dated. Check the host clock; issue a "
+            "new receipt."
+        ),
+        "admission.receipt_lifetime_exceeded": (
+            "The receipt claims a validity longer than this issuer ever issues; it was not issued here as it stands."
+        ),
+        "admission.receipt_outlives_grant": (
+            "The receipt expires after the grant it was issued under; receipts are "
+            "clamped to their grant's expiry, so this one was altered."
+        ),
     }
 
 
@@ -92,7 +118,12 @@ class ActivationAuthorityError(CodedError):
     """The live target could not be confirmed to match the receipt (sanitized; `reason` says why)."""
 
     codes = {
-        "authority.activation_authority": "The current-target check failed: the verifier could not be reached, or the target's policy digest or revocation epoch changed since the receipt was issued. Nothing was changed; re-verify the grant and issue a new receipt.",
+        "authority.activation_authority": (
+            "The current-target check failed: the verifier could not be reached, or "
+            "the target's policy digest or revocation epoch changed since the receipt "
+            "was issued. Nothing was changed; re-verify the grant and issue a new "
+            "receipt."
+        ),
     }
 
     def __init__(self, reason: ActivationAuthorityReason, message: str) -> None:
@@ -104,7 +135,11 @@ class RecoveryRequiredError(CodedError):
     """Admission failed after the operation had prepared state; the operation must be recovered."""
 
     codes = {
-        "authority.recovery_required": "Target admission failed after the operation prepared state. Do not retry blindly: run the recovery for this operation (it requires a fresh activation receipt).",
+        "authority.recovery_required": (
+            "Target admission failed after the operation prepared state. Do not retry "
+            "blindly: run the recovery for this operation (it requires a fresh activation "
+            "receipt)."
+        ),
     }
 
     def __init__(self, cause: CodedError) -> None:

@@ -265,7 +265,10 @@ def _check_membership(grant: DevelopmentGrant, source: ReconstructedSource) -> N
             missing, extra = len(set(rebuilt) - set(granted)), len(set(granted) - set(rebuilt))
             raise AuthorityError(
                 "authority.membership_mismatch",
-                f"{label} membership differs: {missing} rebuilt workload(s) not granted, {extra} granted workload(s) not rebuilt",
+                (
+                    f"{label} membership differs: {missing} rebuilt workload(s) not granted, {extra} granted "
+                    "workload(s) not rebuilt"
+                ),
             )
 
 

@@ -1,10 +1,10 @@
 """The `dpone` command line: thin entry points over the same services the Dagster defs use.
 
-Each command group lives in its own module and is owned by its domain: `fork` and `lake`
-(fork data environments), `release` (inspection of development releases, and the operator
-operations recover / repair-audit / rollback / gc over the configured platform's resources), and the
-top-level `init` (make a dbt-duckdb project fork-aware), `dev`, `demo` and `prepare` commands. No command here publishes or installs a development release,
-or turns a user-written file or flag into authority.
+Each command group lives in its own module and is owned by its domain: `fork` and `lake` (fork data
+environments), `release` (inspection of development releases, and the operator operations recover /
+repair-audit / rollback / gc over the configured platform's resources), and the top-level `init`
+(make a dbt-duckdb project fork-aware), `dev`, `demo` and `prepare` commands. No command here
+publishes or installs a development release, or turns a user-written file or flag into authority.
 """
 
 from __future__ import annotations

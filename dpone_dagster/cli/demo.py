@@ -13,8 +13,10 @@ to prod, prints the fork's status and how to open its UI and drop it. Run inside
 builds every model there and skips the release and the fork part, saying so.
 
 What a reader could get wrong: the demo runs in the configured workspace's own Dagster instance
-(`DAGSTER_HOME` if set, else `.dpone/dagster_home` for prod and `.dpone/workspaces/<fork>/dagster_home`
-for a fork), so its runs show up in that workspace's `make dev` and in no other workspace's. A second demo is an identical retry: same release identity, zero bytes written.
+(`DAGSTER_HOME` if set, else `.dpone/dagster_home` for prod and
+`.dpone/workspaces/<fork>/dagster_home` for a fork), so its runs show up in that workspace's `make
+dev` and in no other workspace's. A second demo is an identical retry: same release identity, zero
+bytes written.
 """
 
 from __future__ import annotations

@@ -202,7 +202,8 @@ def _dagster_change(root: Path, dbt_project: Path, lake: str) -> FileChange | No
             "from dpone_dagster.integration.dbt.factory import fork_aware_dbt_definitions\n"
             "from dpone_dagster.workspaces.branch import ensure_for_deployment\n\n"
             "ensure_for_deployment()  # a Dagster+ branch deployment's fork exists before the assets load\n\n"
-            f'defs = fork_aware_dbt_definitions(project_dir=Path(__file__).resolve().parent / "{relative}", lake="{lake}")\n'
+            f'defs = fork_aware_dbt_definitions(project_dir=Path(__file__).resolve().parent / "{relative}", '
+            f'lake="{lake}")\n'
         )
     return None if path.exists() else FileChange(path, None, body)
 

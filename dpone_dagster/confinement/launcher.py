@@ -6,12 +6,13 @@
 
 With the configured workspace a fork (`DPONE_WORKSPACE`), the launcher computes the fork's policy
 (`policy.py`), creates its folders and its Dagster home, restricts itself with Landlock and then
-hands over to the command (`handover.py`: exec, or this interpreter for its own Python entry points) with `TMPDIR`, `DBT_TARGET_PATH`, `DBT_LOG_PATH`, `DAGSTER_HOME` and the
-marker `DPONE_CONFINED_WORKSPACE` set: the command and everything it starts (webserver, daemon,
-code servers, run and step workers, dbt and its python models) write only the fork's own trees.
-For `prod` it execs the command unchanged. `confine_this_process()` is the same for a process
-that confines itself (the `dpone` CLI): it restricts in place, and re-execs its own command line
-when another thread already runs.
+hands over to the command (`handover.py`: exec, or this interpreter for its own Python entry points)
+with `TMPDIR`, `DBT_TARGET_PATH`, `DBT_LOG_PATH`, `DAGSTER_HOME` and the marker
+`DPONE_CONFINED_WORKSPACE` set: the command and everything it starts (webserver, daemon, code
+servers, run and step workers, dbt and its python models) write only the fork's own trees. For
+`prod` it execs the command unchanged. `confine_this_process()` is the same for a process that
+confines itself (the `dpone` CLI): it restricts in place, and re-execs its own command line when
+another thread already runs.
 
 Where confinement is impossible (`confinement.unavailable`: no Landlock; `confinement.cannot_confine`
 and its sub-codes: the configuration puts the fork's files beside the parent's) it warns once with

@@ -25,9 +25,14 @@ class ContractError(CodedError):
     """A document or model does not satisfy its closed contract."""
 
     codes = {
-        "contract.unknown_field": "The document carries a field its schema does not define. Closed documents never accept extras; the producer is newer or the document was altered.",
+        "contract.unknown_field": (
+            "The document carries a field its schema does not define. Closed documents never "
+            "accept extras; the producer is newer or the document was altered."
+        ),
         "contract.schema_mismatch": "The document's schema (or profile) is not the one this reader expects.",
-        "contract.invalid": "A field is missing, has the wrong type, or is outside its bounds; the message names the field.",
+        "contract.invalid": (
+            "A field is missing, has the wrong type, or is outside its bounds; the message names the field."
+        ),
     }
 
 

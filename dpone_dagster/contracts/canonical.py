@@ -8,10 +8,11 @@ their UTF-16 code units, no insignificant whitespace, strings escaped as ECMAScr
 `loads` is deliberately stricter than the `json` module: duplicate member names, NaN/Infinity, a
 byte-order mark, invalid UTF-8, lone surrogates, numbers that overflow a double, and input beyond
 fixed size and nesting bounds all raise `CanonicalError`. Integer literals beyond 2^53 are read as
-doubles (RFC 8785 numbers are IEEE-754); `dumps` refuses Python ints beyond 2^53 rather than round them. The one thing a reader could get
-wrong: `loads` alone accepts *any* valid JSON text, including non-canonical spellings (`1.0`,
-whitespace, unsorted keys). Identity-bearing readers must call `loads_canonical`, which also
-requires the input to be byte-for-byte the canonical form of what it parses to.
+doubles (RFC 8785 numbers are IEEE-754); `dumps` refuses Python ints beyond 2^53 rather than round
+them. The one thing a reader could get wrong: `loads` alone accepts *any* valid JSON text, including
+non-canonical spellings (`1.0`, whitespace, unsorted keys). Identity-bearing readers must call
+`loads_canonical`, which also requires the input to be byte-for-byte the canonical form of what it
+parses to.
 """
 
 from __future__ import annotations
@@ -49,7 +50,9 @@ class CanonicalError(CodedError):
         "canonical.number_out_of_range": "A number cannot be represented exactly; integers must stay within 2^53-1.",
         "canonical.invalid_string": "A string contains a lone UTF-16 surrogate.",
         "canonical.unsupported_type": "A value of a type JSON cannot express was given (a programming error).",
-        "canonical.non_canonical": "The JSON is valid but not RFC 8785 canonical; identities are only taken over canonical bytes.",
+        "canonical.non_canonical": (
+            "The JSON is valid but not RFC 8785 canonical; identities are only taken over canonical bytes."
+        ),
     }
 
 

@@ -52,8 +52,15 @@ PROFILED_SCHEMAS = frozenset({RELEASE_SET_V3_SCHEMA})
 
 class DispatchError(CodedError):
     codes = {
-        "dispatch.unknown_document": "The document's (schema, profile) is not one this version reads. It may come from a newer producer; upgrade rather than reinterpret it.",
-        "dispatch.family_refused": "A reader for one family was given a document of another family (for example a development release handed to a production reader). Development releases are never production authority.",
+        "dispatch.unknown_document": (
+            "The document's (schema, profile) is not one this version reads. It may come "
+            "from a newer producer; upgrade rather than reinterpret it."
+        ),
+        "dispatch.family_refused": (
+            "A reader for one family was given a document of another family (for example a "
+            "development release handed to a production reader). Development releases are "
+            "never production authority."
+        ),
     }
 
 

@@ -98,42 +98,84 @@ class FlowError(CodedError):
     """An ordinary workload was refused during capture or pack building (`release.flows`, `release.packs`)."""
 
     codes = {
-        "flows.empty_membership": "The source holds no ordinary workload (no flows/<name>/flow.yaml); empty membership is refused.",
-        "flows.yaml_invalid": "A flow.yaml or dag.yaml is not a single plain YAML mapping (anchors, aliases, duplicate keys, tags or oversize are refused).",
+        "flows.empty_membership": (
+            "The source holds no ordinary workload (no flows/<name>/flow.yaml); empty membership is refused."
+        ),
+        "flows.yaml_invalid": (
+            "A flow.yaml or dag.yaml is not a single plain YAML mapping (anchors, aliases, "
+            "duplicate keys, tags or oversize are refused)."
+        ),
         "flows.manifest_invalid": "A flow manifest does not match dpone.flow-manifest.v1; the message names the field.",
         "flows.dag_invalid": "A DAG file does not match dpone.flow-dag.v1; the message names the field.",
-        "flows.pack_invalid": "A committed pack is not canonical dpone.flow-pack.v1 JSON; rebuild it with build-fixtures.",
-        "flows.custom_runner": "A workload or hook names a runner other than flow_runtime; custom runners are not supported.",
-        "flows.arbitrary_command": "A manifest, DAG or pack carries a command the generator did not produce; arbitrary commands are not supported.",
-        "flows.post_hook_unsupported": "A workload declares a separate post-hook; only separately scheduled pre-hooks exist.",
+        "flows.pack_invalid": (
+            "A committed pack is not canonical dpone.flow-pack.v1 JSON; rebuild it with build-fixtures."
+        ),
+        "flows.custom_runner": (
+            "A workload or hook names a runner other than flow_runtime; custom runners are not supported."
+        ),
+        "flows.arbitrary_command": (
+            "A manifest, DAG or pack carries a command the generator did not produce; "
+            "arbitrary commands are not supported."
+        ),
+        "flows.post_hook_unsupported": (
+            "A workload declares a separate post-hook; only separately scheduled pre-hooks exist."
+        ),
         "flows.unsupported_process_kind": "A pack task is neither flow_runtime nor sql_pre_hook.",
         "flows.unbound_dependency": "A pre-hook depends on a hook id that no workload declares.",
-        "flows.cross_constituent_dependency": "A pre-hook depends on a hook of another workload; dependencies stay inside one workload.",
-        "flows.cross_constituent_reference": "A DAG selects something that is not an ordinary flow (for example a dbt selector).",
+        "flows.cross_constituent_dependency": (
+            "A pre-hook depends on a hook of another workload; dependencies stay inside one workload."
+        ),
+        "flows.cross_constituent_reference": (
+            "A DAG selects something that is not an ordinary flow (for example a dbt selector)."
+        ),
         "flows.missing_workload": "A DAG selects a flow selector that no workload declares.",
         "flows.dependency_cycle": "The pre-hooks of a workload depend on each other in a cycle.",
         "flows.duplicate_selector": "Two workloads declare the same selector.",
         "flows.duplicate_pack_id": "Two workloads declare the same pack id.",
         "flows.duplicate_hook_id": "Two pre-hooks (in one or two workloads) share a hook id.",
         "flows.duplicate_dag_id": "Two DAG files declare the same dag id.",
-        "flows.duplicate_logical_write": "Two ordinary workloads write the same relation, or a manifest lists a write twice.",
+        "flows.duplicate_logical_write": (
+            "Two ordinary workloads write the same relation, or a manifest lists a write twice."
+        ),
         "flows.duplicate_connection_alias": "A manifest declares the same connection alias twice.",
         "flows.duplicate_membership": "A workload is selected by more than one DAG.",
         "flows.unscheduled_workload": "A workload is selected by no DAG; nothing is scheduled implicitly.",
-        "flows.missing_source_file": "A workload file (flow.yaml, dag.yaml, pack.json, or a declared SQL file) is missing from the source.",
+        "flows.missing_source_file": (
+            "A workload file (flow.yaml, dag.yaml, pack.json, or a declared SQL file) is missing from the source."
+        ),
         "flows.undeclared_file": "A workload directory holds a file its manifest does not declare.",
-        "flows.connection_credential": "A connection projection holds credential material; connections carry aliases and binding shape only.",
-        "flows.connection_parameter_not_allowed": "A connection names a parameter outside the binding-shape allowlist (schema, database, catalog, role, region, bucket, prefix); anything else, credentials above all, is resolved at runtime and never delivered.",
-        "flows.connection_parameter_invalid": "A connection parameter's value is outside its bounded form (an SQL name for schema, database, catalog and role; a bucket name, region or object prefix for the others).",
+        "flows.connection_credential": (
+            "A connection projection holds credential material; connections carry aliases and binding shape only."
+        ),
+        "flows.connection_parameter_not_allowed": (
+            "A connection names a parameter outside the binding-shape "
+            "allowlist (schema, database, catalog, role, region, bucket, "
+            "prefix); anything else, credentials above all, is resolved at "
+            "runtime and never delivered."
+        ),
+        "flows.connection_parameter_invalid": (
+            "A connection parameter's value is outside its bounded form (an SQL "
+            "name for schema, database, catalog and role; a bucket name, region or "
+            "object prefix for the others)."
+        ),
         "flows.resource_request_above_limit": "A resource request is greater than its limit.",
         "flows.resource_outside_policy": "A resource limit is above the policy ceiling.",
         "flows.sql_invalid": "A SQL file is not UTF-8 text or is larger than 1 MiB.",
-        "flows.sql_statement_not_allowed": "A SQL file uses a statement that reaches outside the database (ATTACH, COPY, INSTALL, LOAD, PRAGMA, SET, secrets, ...).",
+        "flows.sql_statement_not_allowed": (
+            "A SQL file uses a statement that reaches outside the database (ATTACH, "
+            "COPY, INSTALL, LOAD, PRAGMA, SET, secrets, ...)."
+        ),
         "flows.undeclared_write": "The SQL writes a relation the manifest does not declare in `writes`.",
         "flows.missing_write": "The manifest declares a write that no SQL file performs.",
-        "flows.pack_drift": "The committed pack differs from the pack rebuilt from source; the message names the first differing field.",
-        "flows.pack_fingerprint_mismatch": "The committed pack's fingerprint does not match its content or the rebuilt pack.",
-        "flows.pre_hook_publishes_xcom": "A pre-hook task sets publish_xcom; pre-hook tasks must keep publish_xcom=false.",
+        "flows.pack_drift": (
+            "The committed pack differs from the pack rebuilt from source; the message names the first differing field."
+        ),
+        "flows.pack_fingerprint_mismatch": (
+            "The committed pack's fingerprint does not match its content or the rebuilt pack."
+        ),
+        "flows.pre_hook_publishes_xcom": (
+            "A pre-hook task sets publish_xcom; pre-hook tasks must keep publish_xcom=false."
+        ),
     }
 
 

@@ -4,17 +4,18 @@ Development family (delivery only, never execution):
 
 - `DbtDevelopmentReleaseSet` (`dpone.dbt-release-set.development.v1`, artifact wire
   `dpone.dbt-airflow-self-service.v2`): one native dbt workspace. Fill it from a compiled manifest:
-  per project `project_name`, `selection_fingerprint` (digest of the exact selection in the domain `SELECTION_KIND`), and per
-  selected node its manifest `unique_id` and `checksum` (`{"name": "sha256", "checksum": <hex>}` as
-  dbt writes it); plus `source_snapshot_digest` of the exact source tree and the grant's
-  `policy_digest` / `grant_digest`. `route_certifications` must be empty.
+  per project `project_name`, `selection_fingerprint` (digest of the exact selection in the domain
+  `SELECTION_KIND`), and per selected node its manifest `unique_id` and `checksum` (`{"name":
+  "sha256", "checksum": <hex>}` as dbt writes it); plus `source_snapshot_digest` of the exact source
+  tree and the grant's `policy_digest` / `grant_digest`. `route_certifications` must be empty.
 - `DevelopmentReleaseSetV3` (`dpone.release-set.v3`, profile `development_workspace_delivery_v1`):
   the parent. `native_constituents` carry the digest of each development dbt release set;
   `ordinary_constituents` carry per rebuilt flow pack its `pack_id`, `selector`, `dag_id`,
   `fingerprint` (the pack fingerprint), `dag_content_sha256` (plain SHA-256 of the original DAG
   bytes), `hook_ids` (dependency order) and a `constituent_id` (`ordinary_constituent_id`: the
-  captured workload's digest in the domain `ORDINARY_CONSTITUENT_KIND`); `source_sidecars` list every exact source file (constituent, path, content SHA-256,
-  size). `integrity_subject` must equal `integrity_subject_for(...)` over constituents and sidecars.
+  captured workload's digest in the domain `ORDINARY_CONSTITUENT_KIND`); `source_sidecars` list
+  every exact source file (constituent, path, content SHA-256, size). `integrity_subject` must equal
+  `integrity_subject_for(...)` over constituents and sidecars.
 
 Both carry `authority_family="development"`, `purpose`, `trust_tier="non_production"` and
 `delivery_status="delivered_dormant"`: the literal admits no other value, so no development document

@@ -203,7 +203,10 @@ def _denial_failure(
 def _describe(task: DormantTask) -> str:
     if task.family == SYNTHETIC_FAMILY:
         lines = [
-            f"Synthetic-family {task.kind.value} task `{task.label}`: runs for real in the synthetic runtime's own lake."
+            (
+                f"Synthetic-family {task.kind.value} task `{task.label}`: runs for real in the synthetic runtime's "
+                "own lake."
+            )
         ]
         lines.append("Admitted by the standard runtime only on a synthetic target; credentials are resolved by alias.")
     else:

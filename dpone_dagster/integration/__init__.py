@@ -1,4 +1,7 @@
-"""The integration package adopters import: fork-aware dbt assets and component, the lake resources, checks, jobs, sensors and the workspace-binding executor.
+"""The integration package adopters import.
+
+Fork-aware dbt assets and component, the lake resources, checks, jobs, sensors and the
+workspace-binding executor.
 
 Where to start: `integration.dbt.factory.fork_aware_dbt_definitions(project_dir=...)` (or the dg component
 `integration.dbt.component.ForkAwareDbtProjectComponent`) gives a code location everything for one dbt

@@ -54,7 +54,10 @@ def installed_admission_view(installed: InstalledRelease) -> AdmissionView:
 
 
 def load_synthetic_release(settings: ReleaseSettings) -> SyntheticBundle | None:
-    """The current synthetic-family release, fully re-verified; None on a configured platform or before one is installed."""
+    """The current synthetic-family release, fully re-verified.
+
+    None on a configured platform or before one is installed.
+    """
     if not settings.runs_synthetic_runtime:
         return None
     return SyntheticReleaseStore(settings.synthetic_runtime_root).load_current()

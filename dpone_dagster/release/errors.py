@@ -16,54 +16,84 @@ from dpone_dagster.contracts.coded import CodedError
 
 class NativeCompileError(CodedError):
     codes = {
-        "release.native_no_project": "The source snapshot holds no publishing dbt project; there is nothing native to deliver.",
-        "release.native_compile_failed": "dbt could not parse or compile a publishing project from the exact snapshot inputs; fix the project and rebuild.",
-        "release.native_unsupported_project": "A dbt project needs something a sealed offline compile cannot provide (package downloads, a nested project path).",
+        "release.native_no_project": (
+            "The source snapshot holds no publishing dbt project; there is nothing native to deliver."
+        ),
+        "release.native_compile_failed": (
+            "dbt could not parse or compile a publishing project from the exact "
+            "snapshot inputs; fix the project and rebuild."
+        ),
+        "release.native_unsupported_project": (
+            "A dbt project needs something a sealed offline compile cannot provide "
+            "(package downloads, a nested project path)."
+        ),
     }
 
 
 class AuthorityMissingError(CodedError):
     codes = {
-        "release.authority_missing": "No verified development authority receipt was supplied; nothing is composed, published or installed without one.",
+        "release.authority_missing": (
+            "No verified development authority receipt was supplied; nothing is composed, "
+            "published or installed without one."
+        ),
     }
 
 
 class MembershipError(CodedError):
     codes = {
-        "release.membership_empty": "A project, selector or the release as a whole has no members; empty membership is refused.",
-        "release.membership_mismatch": "The compiled or captured membership differs from the membership the grant names.",
+        "release.membership_empty": (
+            "A project, selector or the release as a whole has no members; empty membership is refused."
+        ),
+        "release.membership_mismatch": (
+            "The compiled or captured membership differs from the membership the grant names."
+        ),
         "release.membership_duplicate": "Two constituents claim the same workload id, selector, pack id or hook id.",
     }
 
 
 class SourceClosureError(CodedError):
     codes = {
-        "release.source_closure_mismatch": "A compiled node or constituent refers to bytes that are missing from, or differ from, the verified source snapshot.",
+        "release.source_closure_mismatch": (
+            "A compiled node or constituent refers to bytes that are missing from, or "
+            "differ from, the verified source snapshot."
+        ),
     }
 
 
 class LogicalWriteCollisionError(CodedError):
     codes = {
-        "release.logical_write_collision": "Two constituents (native or ordinary) write the same logical relation; rename one.",
+        "release.logical_write_collision": (
+            "Two constituents (native or ordinary) write the same logical relation; rename one."
+        ),
     }
 
 
 class IntegrityError(CodedError):
     codes = {
-        "release.integrity_mismatch": "Release bytes disagree with the integrity subject, the parent or the release identity; the copy is corrupt or was altered.",
-        "release.not_development_family": "The document is not a development-family release parent; this pipeline only delivers development releases.",
+        "release.integrity_mismatch": (
+            "Release bytes disagree with the integrity subject, the parent or the release "
+            "identity; the copy is corrupt or was altered."
+        ),
+        "release.not_development_family": (
+            "The document is not a development-family release parent; this pipeline only delivers development releases."
+        ),
     }
 
 
 class BudgetExceededError(CodedError):
     codes = {
-        "release.budget_exceeded": "The release exceeds the combined workload or byte budget (the minimum of policy, grant and workload limits).",
+        "release.budget_exceeded": (
+            "The release exceeds the combined workload or byte budget (the minimum of policy, "
+            "grant and workload limits)."
+        ),
     }
 
 
 class RegistryError(CodedError):
     codes = {
-        "release.registry_conflict": "The registry already holds different bytes under this release's content address; it was tampered with.",
+        "release.registry_conflict": (
+            "The registry already holds different bytes under this release's content address; it was tampered with."
+        ),
         "release.registry_unavailable": "The release registry could not be read; nothing was changed.",
         "release.invalid_key": "An object key is not a safe relative key.",
         "release.not_found": "No committed release with that identity exists in the registry or cache.",
@@ -72,7 +102,10 @@ class RegistryError(CodedError):
 
 class DurabilityUncertainError(CodedError):
     codes = {
-        "release.durability_uncertain": "A write failed part way; some bytes may be stored but the release is not committed. Retry the identical operation: it converges on the same identity.",
+        "release.durability_uncertain": (
+            "A write failed part way; some bytes may be stored but the release is not "
+            "committed. Retry the identical operation: it converges on the same identity."
+        ),
     }
 
     def __init__(
@@ -93,10 +126,14 @@ class DurabilityUncertainError(CodedError):
 
 class ActivationError(CodedError):
     codes = {
-        "release.activation_recovery_required": "An activation stopped after preparation; run activation recovery before any other activation.",
+        "release.activation_recovery_required": (
+            "An activation stopped after preparation; run activation recovery before any other activation."
+        ),
         "release.not_installed": "The release is not in the local cache; install it before activating.",
         "release.no_previous_deployment": "There is no earlier immutable deployment to roll back to.",
-        "release.audit_log_corrupt": "The activation audit log's hash chain is broken; stop and investigate before activating.",
+        "release.audit_log_corrupt": (
+            "The activation audit log's hash chain is broken; stop and investigate before activating."
+        ),
     }
 
 

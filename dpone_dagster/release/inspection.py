@@ -30,7 +30,11 @@ from dpone_dagster.release.platform.target import object_store
 
 class InspectionError(CodedError):
     codes = {
-        "release.not_a_release_location": "The location is not an installed deployment folder, a registry commit object (releases/<hex>.json, local or s3://) or a release member directory.",
+        "release.not_a_release_location": (
+            "The location is not an installed deployment folder, a registry commit "
+            "object (releases/<hex>.json, local or s3://) or a release member "
+            "directory."
+        ),
     }
 
 

@@ -1,11 +1,11 @@
 """Who may drop a fork (or change its lakes), and who may grant admin.
 
 An admin of a workspace is an actor granted admin on it, on any of its ancestors, or on the root:
-admins of `prod` are admins everywhere, including forks orphaned by a dropped parent (whose chain
-no longer reaches `prod`), so every workspace can always be dropped and granted on by someone. A fork may be dropped by its owner or an admin; a standing dev
-workspace attached to a parent also needs an admin of that parent, because dropping it takes a
-shared environment away from everyone working in it. While `prod` has no admin at all, anyone may
-grant the first one (bootstrap).
+admins of `prod` are admins everywhere, including forks orphaned by a dropped parent (whose chain no
+longer reaches `prod`), so every workspace can always be dropped and granted on by someone. A fork
+may be dropped by its owner or an admin; a standing dev workspace attached to a parent also needs an
+admin of that parent, because dropping it takes a shared environment away from everyone working in
+it. While `prod` has no admin at all, anyone may grant the first one (bootstrap).
 
 What a reader could get wrong: this is accident prevention, not a security boundary — the control
 store is local state that anyone with its credentials can edit.

@@ -269,7 +269,10 @@ class Workspaces:
         standing = sorted(k.id for k in kids if not k.is_throwaway)
         if standing:
             raise DevWorkspacesAttachedError(
-                f"standing dev workspaces are attached to {workspace_id!r}: {', '.join(standing)}; drop or re-home them first"
+                (
+                    f"standing dev workspaces are attached to {workspace_id!r}: {', '.join(standing)}; drop or "
+                    "re-home them first"
+                )
             )
         return ws, tuple(sorted(k.id for k in kids))
 

@@ -55,7 +55,10 @@ for dist in {dists!r}:
         module, _, attr = ep.value.partition(":")
         path = os.path.join(os.path.dirname(sys.executable), ep.name)
         with open(path, "w") as handle:
-            handle.write(f"#!{{sys.executable}}\\nimport sys\\nfrom {{module}} import {{attr.split('.')[0]}}\\nsys.exit({{attr}}())\\n")
+            handle.write(
+                f"#!{{sys.executable}}\\nimport sys\\n"
+                f"from {{module}} import {{attr.split('.')[0]}}\\nsys.exit({{attr}}())\\n"
+            )
         os.chmod(path, 0o755)
 """
 

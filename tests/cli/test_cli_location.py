@@ -13,7 +13,9 @@ from dpone_dagster.cli.location import LocationUnloadableError, ducklake_keys, l
 LAKE_ASSETS = """
 import dagster as dg
 
-@dg.multi_asset(specs=[dg.AssetSpec("orders", kinds={"dbt", "ducklake"}), dg.AssetSpec("customers", kinds={"ducklake"})])
+@dg.multi_asset(
+    specs=[dg.AssetSpec("orders", kinds={"dbt", "ducklake"}), dg.AssetSpec("customers", kinds={"ducklake"})]
+)
 def lake_tables():
     return None
 
@@ -61,7 +63,10 @@ def test_a_definitions_function_is_called_at_each_load(location_package):
         location_package,
         "lazy",
         LAKE_ASSETS
-        + "\nCALLS = []\n\n@dg.definitions\ndef defs():\n    CALLS.append(1)\n    return dg.Definitions(assets=[lake_tables])\n",
+        + (
+            "\nCALLS = []\n\n@dg.definitions\ndef defs():\n    CALLS.append(1)\n    return "
+            "dg.Definitions(assets=[lake_tables])\n"
+        ),
     )
     first, second = load_location(module), load_location(module)
     assert first is not second and isinstance(first, dg.Definitions)

@@ -10,7 +10,10 @@ from dpone_dagster.confinement.handover import in_process_target
 
 from .harness import BIN, REPO_ROOT, base_env, last_json_line
 
-REPORT = "import json, sys; print(json.dumps({'in_process': 'dpone_dagster.confinement.handover' in sys.modules, 'argv': sys.argv[1:]}))"
+REPORT = (
+    "import json, sys; print(json.dumps({'in_process': 'dpone_dagster.confinement.handover' in sys.modules, "
+    "'argv': sys.argv[1:]}))"
+)
 
 
 def test_which_commands_run_in_this_interpreter(tmp_path):

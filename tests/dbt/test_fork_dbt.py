@@ -1,9 +1,10 @@
 """Fork-aware dbt: in a fork, the selected models build into the fork's own namespace.
 
-The root (`prod`) has every dbt asset materialized (the session's `built_prod_lake`); then a fork materializes only `marts.daily_revenue`
-and the SCD2 `marts.dim_customers_scd2`. Their upstream tables are read through defer views onto
-prod, prod is not written, and the fork's materializations are recorded (so it no longer defers
-those tables, nor lays the SCD2 `_current` companion view over its own table).
+The root (`prod`) has every dbt asset materialized (the session's `built_prod_lake`); then a fork
+materializes only `marts.daily_revenue` and the SCD2 `marts.dim_customers_scd2`. Their upstream
+tables are read through defer views onto prod, prod is not written, and the fork's materializations
+are recorded (so it no longer defers those tables, nor lays the SCD2 `_current` companion view over
+its own table).
 """
 
 from __future__ import annotations

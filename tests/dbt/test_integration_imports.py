@@ -46,7 +46,9 @@ def _record(event, args):
 sys.addaudithook(_record)
 for name in json.loads(sys.argv[1]):
     importlib.import_module(name)
-loaded = sorted(m for m in sys.modules if m.split(".")[:2] in (["dpone_dagster", "defs"], ["dpone_dagster", "definitions"]))
+loaded = sorted(
+    m for m in sys.modules if m.split(".")[:2] in (["dpone_dagster", "defs"], ["dpone_dagster", "definitions"])
+)
 print(json.dumps({"loaded": loaded, "touched": touched}))
 """
 

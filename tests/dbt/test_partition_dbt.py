@@ -30,7 +30,10 @@ UPSTREAM = [  # stg_orders with what its relationships test reads
 ]
 DAYS = ("2024-01-10", "2024-01-11", "2024-01-12")
 MARK = 1_000_000
-ORDER = "SELECT order_date::VARCHAR, order_count, customer_count, order_amount FROM lake_main.marts.{table} {where} ORDER BY 1"
+ORDER = (
+    "SELECT order_date::VARCHAR, order_count, customer_count, order_amount "
+    "FROM lake_main.marts.{table} {where} ORDER BY 1"
+)
 
 
 def _materialize(setup: LakeSetup, assets, *, selection, partition_key=None, partition_range=None):

@@ -27,7 +27,10 @@ class KilledBeforePointer(LocalFiles):
 
 
 def operations_of(setup):
-    """The operations service as `dpone release ...` composes it (the jobs hand their resources to the same function)."""
+    """The operations service as `dpone release ...` composes it.
+
+    The jobs hand their resources to the same function.
+    """
     return compose_release_services(ReleasePlatform.from_settings(setup.settings)).operations
 
 

@@ -190,7 +190,8 @@ def test_7_new_files_in_the_parent_data_folder(forked, door):
     folder = resolve("prod", "main", config=env.config).data_path.rstrip("/")
     sql = (
         f"COPY (SELECT 1 AS id) TO '{folder}/main/orders/stray.parquet' (FORMAT parquet)" if door == "copy"
-        else ["CREATE OR REPLACE TABLE memory.main.t AS SELECT 1 AS id", f"EXPORT DATABASE memory TO '{folder}/exported'"]
+        else ["CREATE OR REPLACE TABLE memory.main.t AS SELECT 1 AS id", ("EXPORT DATABASE memory TO "
+f"'{folder}/exported'")]
     )  # fmt: skip
     before, after = _refused_then_real(env, s3, resolved, sql, WRITE)
     assert len(after[0]) > len(before[0]), "unguarded, no stray file appears in the parent's folder"
@@ -221,7 +222,10 @@ def test_credentials_are_never_readable_from_the_fork_sql(pg_s3_lake, postgres_s
     roles = fork_roles(catalog_location(env.lake, env.config.project_root), resolved.namespace)
     passwords = [read_password(env.config.control_store, r) for r in (roles.writer, roles.reader)]
     assert all(len(p) > 20 for p in passwords)
-    scan = f"SELECT role_name, password FROM postgres_scan('{postgres_server.dsn(pg_database)}', 'public', 'lake_catalog_role')"
+    scan = (
+        f"SELECT role_name, password FROM postgres_scan('{postgres_server.dsn(pg_database)}', "
+        "'public', 'lake_catalog_role')"
+    )
     with attached(env, FORK) as raw:
         guarded = GuardedConnection.for_lake(raw, resolved)
         shown = " ".join(str(r) for r in guarded.execute("SELECT * FROM duckdb_databases()").fetchall())

@@ -93,11 +93,13 @@ def _attacks(env: LakeEnv, fork: str, dsn: str | None) -> st.SearchStrategy:
     sql_attacks = [
         st.builds(lambda f, s: (f"COPY (SELECT 42 AS id) TO {_spell(f, own, s)} (FORMAT parquet)", WRITE),
                   st.sampled_from(files), styles),
-        st.builds(lambda s: (f"COPY (SELECT 1 AS id) TO {_spell(folder + '/main/stray.parquet', own, s)}", WRITE), styles),
+        st.builds(lambda s: (f"COPY (SELECT 1 AS id) TO {_spell(folder + '/main/stray.parquet', own, s)}", WRITE),
+                  styles),
         st.builds(lambda s: (f"EXPORT DATABASE memory TO {_spell(folder + '/exported', own, s)}", WRITE), styles),
         st.just((f"COPY (SELECT 1 AS v, 2 AS p) TO '{own}d' (FORMAT parquet, PARTITION_BY (p), "
                  f"FILENAME_PATTERN '{escape}/x_{{i}}')", WRITE)),
-        st.builds(lambda f: (f"INSERT INTO __ducklake_metadata_lake_main.{schema}.ducklake_files_scheduled_for_deletion "
+        st.builds(lambda f: (f"INSERT INTO __ducklake_metadata_lake_main.{schema}."
+                             "ducklake_files_scheduled_for_deletion "
                              f"VALUES (999999, '{f}', false, TIMESTAMPTZ '2000-01-01')", META), st.sampled_from(files)),
         st.sampled_from([(f"CALL ducklake_merge_adjacent_files('{ANC}')", MAINT), (f"CHECKPOINT {ANC}", MAINT),
                          (f"CALL ducklake_cleanup_old_files('{ANC}', cleanup_all => true)", MAINT)]),
@@ -105,7 +107,8 @@ def _attacks(env: LakeEnv, fork: str, dsn: str | None) -> st.SearchStrategy:
     if parent.catalog.kind == "duckdb":
         catalog = parent.catalog.target
         sql_attacks += [
-            st.builds(lambda s: (f"COPY (SELECT 'x' AS junk) TO {_spell(catalog, own, s)} (FORMAT csv)", WRITE), styles),
+            st.builds(lambda s: (f"COPY (SELECT 'x' AS junk) TO {_spell(catalog, own, s)} (FORMAT csv)", WRITE),
+                      styles),
             st.sampled_from([(f"SELECT * FROM read_duckdb('{catalog}')", FOREIGN),
                              (f"SELECT count(*) FROM read_blob('{catalog}')", FOREIGN)]),
             st.builds(lambda q, head: (f"{head}ATTACH {q[0]}ducklake:{catalog}{q[1]} AS p (DATA_PATH '{folder}/'); "

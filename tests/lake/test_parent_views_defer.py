@@ -1,9 +1,10 @@
 """A parent's dbt *view* (a staging model) is readable in a fork that has not built it (issue 18).
 
-dbt-duckdb builds a view model as `CREATE VIEW "lake_main"."main"."stg_orders" AS (... "lake_main"."main"."raw_orders")`.
-Through Dagster every built model is recorded and defers like a table; a `dbt build` from a terminal records
-nothing, and the fork used to read the view as absent ("Table with name stg_orders does not exist!", the
-adoption wheel test). Untracked ancestor views now defer (`lake/resolution/parent_views.py`).
+dbt-duckdb builds a view model as `CREATE VIEW "lake_main"."main"."stg_orders" AS (...
+"lake_main"."main"."raw_orders")`. Through Dagster every built model is recorded and defers like a
+table; a `dbt build` from a terminal records nothing, and the fork used to read the view as absent
+("Table with name stg_orders does not exist!", the adoption wheel test). Untracked ancestor views
+now defer (`lake/resolution/parent_views.py`).
 
 What a reader could get wrong: the view reads the *parent's* rows even though the table under it is untracked
 (absent in the fork): DuckLake stores the view's reference to its own catalog as `{DUCKLAKE_CATALOG}`, so it

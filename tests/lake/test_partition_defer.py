@@ -84,7 +84,10 @@ def test_the_fork_reads_its_partition_and_the_parents_others_exactly(lake_env):
         env,
         "prod",
         [],
-        fetch=f"SELECT {COLUMN}::VARCHAR, amount FROM lake_main.marts.daily WHERE {COLUMN} IS DISTINCT FROM DATE '{DAYS[1]}' {order}",
+        fetch=(
+            f"SELECT {COLUMN}::VARCHAR, amount FROM lake_main.marts.daily WHERE {COLUMN} IS DISTINCT FROM DATE "
+            f"'{DAYS[1]}' {order}"
+        ),
     )
     fork_rows = run_sql(
         env, FORK, [], fetch=f"SELECT {COLUMN}::VARCHAR, amount FROM lake_main.marts.daily__fork {order}"
@@ -144,7 +147,10 @@ def test_a_failed_partition_reads_the_parent_and_an_empty_one_hides_it(embedded_
         env,
         FORK,
         [],
-        fetch=f"SELECT {COLUMN}::VARCHAR, count(*), min(amount), max(amount) FROM lake_main.marts.daily GROUP BY 1 ORDER BY 1",
+        fetch=(
+            f"SELECT {COLUMN}::VARCHAR, count(*), min(amount), max(amount) FROM lake_main.marts.daily GROUP BY 1 "
+            "ORDER BY 1"
+        ),
     )
     assert seen == [(DAYS[0], 3, 1000, 1002), (DAYS[2], 3, 0, 2)]  # day 3's failed fork rows stay hidden
     assert workspace_status(FORK, env.config).lakes[0].tables[0].partitions == [DAYS[0], DAYS[1]]

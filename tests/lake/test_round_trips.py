@@ -70,7 +70,8 @@ def test_round_trips_depend_on_depth_not_on_tables(embedded_lake):
 
     assert few_shallow[:2] == many_shallow[:2] and few_deep[:2] == many_deep[:2]
     assert len(many_deep[2].views) == 60 and len(few_deep[2].views) == 3
-    # chain, settings, tracking, pins (lake/resolution/pins.py), own partitions (lake/resolution/partitions.py): never per table
+    # chain, settings, tracking, pins (lake/resolution/pins.py), own partitions (lake/resolution/partitions.py):
+    # never per table
     assert many_deep[0] == many_shallow[0] == 5
     assert (few_shallow[1], few_deep[1]) == (2, 4)
     statements = many_deep[2].statements()

@@ -76,7 +76,10 @@ REFUSED = [
     ("COPY (SELECT 1) TO ?", WRITE),  # nor a parameter
     ("COPY (SELECT 1) TO '~/x.csv'", WRITE),
     ("COPY (SELECT 1) TO '{fork}/*.csv'", WRITE),
-    ("COPY (SELECT 1 AS v, 2 AS p) TO '{fork}/d' (PARTITION_BY (p), FILENAME_PATTERN '../../../../main/x_{{i}}')", WRITE),
+    (
+        "COPY (SELECT 1 AS v, 2 AS p) TO '{fork}/d' (PARTITION_BY (p), FILENAME_PATTERN '../../../../main/x_{{i}}')",
+        WRITE,
+    ),
     ("COPY (SELECT 1 AS v, 2 AS p) TO '{fork}/d' (PARTITION_BY (p), FILE_EXTENSION '/../../x')", WRITE),
     ("COPY (SELECT 1) TO 's3://bucket/lakes/main/x.parquet'", WRITE),
     ("PREPARE p AS COPY (SELECT 1) TO '{parent_file}'", WRITE),

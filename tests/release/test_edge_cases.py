@@ -140,7 +140,8 @@ def test_an_empty_flows_folder_is_refused(site, tmp_path):
     refused(lambda: capture(site, root), "flows.empty_membership")
 
 
-# 2. A native workspace with delivery authority but no execution subject installs; running it rejects before credentials.
+# 2. A native workspace with delivery authority but no execution subject installs; running it rejects before
+# credentials.
 
 
 class Spy:
@@ -307,7 +308,8 @@ def test_digest_drift_after_reading_is_refused_before_publication(site, tmp_path
     assert site.everything() == []
 
 
-# 5. Remote publication and cache materialization reject direct and composed releases without the exact receipt and budget.
+# 5. Remote publication and cache materialization reject direct and composed releases without the exact receipt
+# and budget.
 
 
 def test_publication_without_the_exact_receipt_is_refused(site):

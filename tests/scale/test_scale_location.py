@@ -65,8 +65,11 @@ def build(tables):
         failures = [str(e.event_specific_data.error.message)[-1500:] for e in result.get_step_failure_events()]
         print(json.dumps({"failed_build": tables, "failures": failures}))
         sys.exit(0)
-    return result.success, {e.asset_key.to_user_string(): {k: v.value for k, v in e.materialization.metadata.items()
-                                                           if k in ("workspace", "fork_state", "namespace")} for e in events}
+    kept = ("workspace", "fork_state", "namespace")
+    return result.success, {
+        e.asset_key.to_user_string(): {k: v.value for k, v in e.materialization.metadata.items() if k in kept}
+        for e in events
+    }
 
 
 def read(workspace, sqls):

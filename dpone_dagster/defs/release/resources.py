@@ -90,12 +90,18 @@ def release_resources(settings: ReleaseSettings) -> dict[str, dg.ResourceDefinit
     described = {
         "authority_platform": (
             AuthorityPlatform(settings),
-            f"Original policy, grant and signature bytes from {location_label(settings.authority_location)}; pinned policy digest from the protected target"
+            (
+                f"Original policy, grant and signature bytes from {location_label(settings.authority_location)}; "
+                "pinned policy digest from the protected target"
+            )
             + (" (SYNTHETIC embedded default)" if settings.synthetic else " (configured platform)"),
         ),
         "target_admission": (
             ReleaseAdmission(settings),
-            "Receipt issuer for the protected target; reopens its policy digest and revocation epoch before every protected operation",
+            (
+                "Receipt issuer for the protected target; reopens its policy digest and revocation epoch before "
+                "every protected operation"
+            ),
         ),
         "release_registry": (
             ReleaseRegistryLocation(settings),

@@ -1,7 +1,7 @@
 """`ForkAwareDbtProjectComponent`: a team's own dbt-duckdb project on the fork-aware DuckLake, as a component.
 
-`dg scaffold defs dpone_dagster.integration.dbt.component.ForkAwareDbtProjectComponent my_dbt --project-path path/to/dbt`
-writes a `defs.yaml` like
+`dg scaffold defs dpone_dagster.integration.dbt.component.ForkAwareDbtProjectComponent my_dbt
+--project-path path/to/dbt` writes a `defs.yaml` like
 
     type: dpone_dagster.integration.dbt.component.ForkAwareDbtProjectComponent
     attributes:

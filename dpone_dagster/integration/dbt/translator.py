@@ -45,7 +45,10 @@ def table_of(dbt_resource_props: Mapping[str, Any]) -> tuple[str, str]:
 
 
 def tag_value(text: str) -> str:
-    """`text` as a valid Dagster tag value (at most 63 of `[A-Za-z0-9_.-]`); an altered text ends in a hash of the original."""
+    """`text` as a valid Dagster tag value (at most 63 of `[A-Za-z0-9_.-]`).
+
+    An altered text ends in a hash of the original.
+    """
     if len(text) <= _TAG_MAX and not _TAG_UNSAFE.search(text):
         return text
     return _TAG_UNSAFE.sub("_", text)[: _TAG_MAX - 9] + "-" + hash8(text)

@@ -5,9 +5,9 @@ What a code location needs next to its DuckLake table assets, whoever builds the
 - the `ducklake` resource (`DuckLakeResource`, no run configuration) and the workspace-binding
   executor (`integration/binding.py`: every run checked against and stamped with the deployment's
   `dpone/workspace` before a step starts);
-- the fork lifecycle jobs `create_fork_job` (the UI's fork dialog), `drop_fork_job`, `promote_fork_job`, `fork_state_observation_job`,
-  `lake_maintenance_job`, `fork_janitor_job`; the sensors `fork_state_sensor`,
-  `fork_janitor_sensor`; the schedule `lake_maintenance_schedule`;
+- the fork lifecycle jobs `create_fork_job` (the UI's fork dialog), `drop_fork_job`,
+  `promote_fork_job`, `fork_state_observation_job`, `lake_maintenance_job`, `fork_janitor_job`; the
+  sensors `fork_state_sensor`, `fork_janitor_sensor`; the schedule `lake_maintenance_schedule`;
 - given assets, the `fork_staleness` and `diff_against_parent` checks on their DuckLake tables
   (`fork_lake_checks`).
 

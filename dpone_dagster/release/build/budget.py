@@ -31,7 +31,11 @@ from dpone_dagster.release.errors import BudgetExceededError
 
 class ParentCapacityError(CodedError):
     codes = {
-        "release.parent_too_large": "The source holds more flow workloads than one release can deliver (10,000, the grant bound); refused before compile and capture, nothing built. Split the delivery into several releases.",
+        "release.parent_too_large": (
+            "The source holds more flow workloads than one release can deliver (10,000, the "
+            "grant bound); refused before compile and capture, nothing built. Split the "
+            "delivery into several releases."
+        ),
     }
 
 
@@ -53,7 +57,10 @@ def require_parent_can_fit(*, ordinary_workloads: int) -> None:
     if ordinary_workloads > MAX_WORKLOADS:
         raise ParentCapacityError(
             "release.parent_too_large",
-            f"{ordinary_workloads} flow workloads are more than one release delivers (at most {MAX_WORKLOADS} workloads)",
+            (
+                f"{ordinary_workloads} flow workloads are more than one release delivers (at most {MAX_WORKLOADS} "
+                "workloads)"
+            ),
         )
 
 

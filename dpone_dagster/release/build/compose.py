@@ -1,19 +1,20 @@
 """Composition: one development parent from the native compile and the ordinary capture.
 
-`assemble_native_release` turns a `NativeCompilation` into the `dpone.dbt-release-set.development.v1`
-document (source snapshot digest, per-project selection fingerprints, empty route certifications,
-and the authority projection: policy, grant, repository and commit digests). `compose_release`
-then checks the union (same snapshot, membership exactly the grant's, budget, no logical write
-written twice, no selector, pack id or hook id claimed twice), reads every exact source file
-through the verified source reader, assembles the `dpone.release-set.v3` parent (profile
-`development_workspace_delivery_v1`), writes all members to a private stage with the parent (which
-carries the integrity subject) last, rereads every byte from the stage and verifies the whole
-bundle with `open_bundle`. Only the reread bytes are returned. A membership whose single-document
-parent would pass the canonical cap (about 3,200 flows) is written as a paged parent instead
-(`contracts/release_pages.py`, `pages.paginate`): the parent lists page digests, each page a slice of
-the membership; every smaller membership keeps the single-document parent, byte for byte. The two halves are callable apart
-(`check_composition`, then `compose_checked`) so the release state machine can record `Checked`
-(identity known, every check passed) before the source bytes are reacquired and `Composed` after.
+`assemble_native_release` turns a `NativeCompilation` into the
+`dpone.dbt-release-set.development.v1` document (source snapshot digest, per-project selection
+fingerprints, empty route certifications, and the authority projection: policy, grant, repository
+and commit digests). `compose_release` then checks the union (same snapshot, membership exactly the
+grant's, budget, no logical write written twice, no selector, pack id or hook id claimed twice),
+reads every exact source file through the verified source reader, assembles the
+`dpone.release-set.v3` parent (profile `development_workspace_delivery_v1`), writes all members to a
+private stage with the parent (which carries the integrity subject) last, rereads every byte from
+the stage and verifies the whole bundle with `open_bundle`. Only the reread bytes are returned. A
+membership whose single-document parent would pass the canonical cap (about 3,200 flows) is written
+as a paged parent instead (`contracts/release_pages.py`, `pages.paginate`): the parent lists page
+digests, each page a slice of the membership; every smaller membership keeps the single-document
+parent, byte for byte. The two halves are callable apart (`check_composition`, then
+`compose_checked`) so the release state machine can record `Checked` (identity known, every check
+passed) before the source bytes are reacquired and `Composed` after.
 
 What a reader could get wrong: composition is pure in its result. The identity depends only on the
 documents and source bytes; no path, clock, or machine detail enters it, so 100 builds from
@@ -233,7 +234,10 @@ def development_parent(
     sidecars: list[SourceSidecar],
     execution_subjects: tuple,
 ) -> tuple[DevelopmentParent, dict[str, bytes]]:
-    """The parent and its member documents: the single-document parent when it fits `SINGLE_PARENT_MAX_BYTES`, else pages."""
+    """The parent and its member documents.
+
+    The single-document parent when it fits `SINGLE_PARENT_MAX_BYTES`, else pages.
+    """
     try:
         single = DevelopmentReleaseSetV3(
             **binding,
@@ -311,7 +315,10 @@ def _require_ordinary_membership(
     if captured != tuple(authority.ordinary_membership):
         raise MembershipError(
             "release.membership_mismatch",
-            f"{len(captured)} ordinary workloads were captured; the grant names {len(authority.ordinary_membership)}, and the two sets differ",
+            (
+                f"{len(captured)} ordinary workloads were captured; the grant names "
+                f"{len(authority.ordinary_membership)}, and the two sets differ"
+            ),
         )
 
 

@@ -42,8 +42,15 @@ class FlowSqlError(FlowError):
     """Refusals of the delivered-SQL reader that the flow capture did not have before it."""
 
     codes = {
-        "flows.sql_function_not_allowed": "A SQL file calls a function outside the flow allowlist (host-file table functions such as read_text, read_csv or glob, dynamic SQL, or a function DuckDB does not know).",
-        "flows.sql_host_access": "A SQL file names a file where a table goes (a string literal or a path-like quoted name after FROM/JOIN/USING), which would read the host's files.",
+        "flows.sql_function_not_allowed": (
+            "A SQL file calls a function outside the flow allowlist (host-file table "
+            "functions such as read_text, read_csv or glob, dynamic SQL, or a function "
+            "DuckDB does not know)."
+        ),
+        "flows.sql_host_access": (
+            "A SQL file names a file where a table goes (a string literal or a path-like quoted "
+            "name after FROM/JOIN/USING), which would read the host's files."
+        ),
     }
 
 

@@ -240,7 +240,10 @@ def _refuse_duplicates(parsed: list[tuple[FlowManifest, FlowDag]]) -> None:
                 if owner.get(dependency, manifest.pack_id) != manifest.pack_id:
                     raise FlowError(
                         "flows.cross_constituent_dependency",
-                        f"hook {hook.id!r} of {manifest.pack_id!r} depends on hook {dependency!r} of {owner[dependency]!r}",
+                        (
+                            f"hook {hook.id!r} of {manifest.pack_id!r} depends on hook {dependency!r} of "
+                            f"{owner[dependency]!r}"
+                        ),
                     )
 
 

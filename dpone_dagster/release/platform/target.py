@@ -43,9 +43,18 @@ PROTECTED_TARGET_SCHEMA = "dpone.protected-target.v1"
 
 class PlatformError(CodedError):
     codes = {
-        "release.protected_target_unavailable": "The protected target configuration (pinned policy digest, environment, tier, revocation epoch) is missing or unreadable; nothing was verified or written.",
-        "release.authority_documents_missing": "The authority location holds no policy, grant or signature set; place the signed grant there (or use the embedded synthetic default).",
-        "release.location_invalid": "A configured location is neither a local directory nor an s3://bucket/prefix address.",
+        "release.protected_target_unavailable": (
+            "The protected target configuration (pinned policy digest, "
+            "environment, tier, revocation epoch) is missing or unreadable; "
+            "nothing was verified or written."
+        ),
+        "release.authority_documents_missing": (
+            "The authority location holds no policy, grant or signature set; "
+            "place the signed grant there (or use the embedded synthetic default)."
+        ),
+        "release.location_invalid": (
+            "A configured location is neither a local directory nor an s3://bucket/prefix address."
+        ),
     }
 
 

@@ -75,13 +75,17 @@ class DenialReason(enum.StrEnum):
 
 
 _REASON_TEXT = {
-    DenialReason.DEVELOPMENT_DORMANT: "development releases are delivered dormant; the standard runtime executes none of their tasks",
+    DenialReason.DEVELOPMENT_DORMANT: (
+        "development releases are delivered dormant; the standard runtime executes none of their tasks"
+    ),
     DenialReason.AUTHORITY_EXPIRED: "the release's development authority has expired; no new attempt may start",
     DenialReason.AUTHORITY_REVOKED: "the release's development authority was revoked (the revocation epoch moved on)",
     DenialReason.UNKNOWN_TASK: "the task is not a member of the installed release",
     DenialReason.TASK_SHAPE_INVALID: "a pre-hook task must keep publish_xcom=false and name its hook",
     DenialReason.UNKNOWN_FAMILY: "the release belongs to no family the standard runtime knows",
-    DenialReason.SYNTHETIC_TARGET_REQUIRED: "synthetic-family tasks run only on a target the platform declared synthetic",
+    DenialReason.SYNTHETIC_TARGET_REQUIRED: (
+        "synthetic-family tasks run only on a target the platform declared synthetic"
+    ),
 }
 SYNTHETIC_ADMITTED = "admission.synthetic_admitted"
 
@@ -184,7 +188,10 @@ def _reason(release: AdmissionView, task: RuntimeTask, *, now: datetime, current
 
 class ExecutionDeniedError(CodedError):
     codes = {
-        "release.execution_denied": "The standard runtime refused to start a development-family task; see the denial reason. Delivery never implies execution.",
+        "release.execution_denied": (
+            "The standard runtime refused to start a development-family task; see the denial "
+            "reason. Delivery never implies execution."
+        ),
     }
 
     def __init__(self, denial: AdmissionDenial) -> None:

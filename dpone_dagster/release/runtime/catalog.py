@@ -146,7 +146,8 @@ def job_names(tasks: tuple[DormantTask, ...]) -> tuple[str, ...]:
     """A valid, unique, deterministic Dagster job name per task, in the order of `tasks`.
 
     Names read as `<kind>__<workload>[__<hook>]` (a hook id's `<workload>.` prefix is dropped) with
-    every run of non-identifier characters turned into `_`; tasks whose readable names collide get the first 8 hex of a SHA-256 of their label.
+    every run of non-identifier characters turned into `_`; tasks whose readable names collide get
+    the first 8 hex of a SHA-256 of their label.
     """
     readable = [_readable_name(task) for task in tasks]
     counts = Counter(readable)

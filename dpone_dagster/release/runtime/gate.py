@@ -40,7 +40,10 @@ REPORT_SCHEMA = "dpone.development-acceptance-report.v1"
 
 class RolloutBlockedError(CodedError):
     codes = {
-        "release.rollout_blocked": "The rollout gate did not pass (a development task would be admitted, a runtime port was touched, or there is no task); nothing was installed or activated.",
+        "release.rollout_blocked": (
+            "The rollout gate did not pass (a development task would be admitted, a runtime "
+            "port was touched, or there is no task); nothing was installed or activated."
+        ),
     }
 
 

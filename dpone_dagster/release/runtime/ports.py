@@ -56,12 +56,21 @@ _DATABASE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}\.duckdb$")
 
 class RuntimePortError(CodedError):
     codes = {
-        "deployment.no_writer": "No writer exists here: only the embedded default's synthetic runtime has a lake directory to write.",
+        "deployment.no_writer": (
+            "No writer exists here: only the embedded default's synthetic runtime has a lake directory to write."
+        ),
         "deployment.unknown_member": "The task asked for a file that is not a member of the installed release.",
-        "runtime.no_plan": "The task has no executable plan in this release (native dbt tasks are delivered, never executed here).",
-        "runtime.connection_outside_sandbox": "A connection credential does not name a database file of the synthetic runtime's own lake.",
+        "runtime.no_plan": (
+            "The task has no executable plan in this release (native dbt tasks are delivered, never executed here)."
+        ),
+        "runtime.connection_outside_sandbox": (
+            "A connection credential does not name a database file of the synthetic runtime's own lake."
+        ),
         "runtime.connection_source_missing": "A read connection names a database the synthetic runtime does not have.",
-        "runtime.connection_unavailable": "A connection's database could not be opened (for example another run holds its lock); retry when it is free.",
+        "runtime.connection_unavailable": (
+            "A connection's database could not be opened (for example another run "
+            "holds its lock); retry when it is free."
+        ),
         "runtime.writer_ambiguous": "A task must have exactly one write connection for the writer to write into.",
         "runtime.statement_failed": "A statement of the task failed; the message names the release file.",
         "runtime.gate_probe": "The rollout gate probes admission only: any port it reaches is counted and refused.",
@@ -185,7 +194,10 @@ class WriteOutcome:
 
 @dataclass(frozen=True)
 class SandboxWriter:
-    """Runs a task's statements in a Landlock-confined worker on a locked DuckDB sandbox (`runtime.sandbox`), its connections attached from its lake only."""
+    """Runs a task's statements in a Landlock-confined worker on a locked DuckDB sandbox.
+
+    See `runtime.sandbox`; its connections are attached from its lake only.
+    """
 
     lake_dir: Path
     workload: CapturedWorkload

@@ -57,7 +57,11 @@ SANDBOX_SETTINGS = {
 
 class SandboxError(CodedError):
     codes = {
-        "runtime.sandbox_failed": "The confined process that runs a synthetic task's SQL did not answer (it crashed, was killed or timed out); nothing it wrote outside its lake can exist, retry the task.",
+        "runtime.sandbox_failed": (
+            "The confined process that runs a synthetic task's SQL did not answer (it crashed, "
+            "was killed or timed out); nothing it wrote outside its lake can exist, retry the "
+            "task."
+        ),
     }
 
 
@@ -108,7 +112,10 @@ def sandbox_settings(conn: Any) -> dict[str, Any]:
 
 
 def run_sandboxed(run: SandboxRun) -> dict[str, Any]:
-    """`execute(run)` in a Landlock-confined worker process: `{"statements", "rows", "kernel_confined"}` or `{"error": [code, message]}`."""
+    """`execute(run)` in a Landlock-confined worker process.
+
+    Returns `{"statements", "rows", "kernel_confined"}` or `{"error": [code, message]}`.
+    """
     try:
         completed = subprocess.run(
             [sys.executable, "-m", WORKER_MODULE],
@@ -126,7 +133,10 @@ def run_sandboxed(run: SandboxRun) -> dict[str, Any]:
         raise SandboxError("runtime.sandbox_failed", str(answer["error"][1]))
     if answer.get("kernel_confined") is False:
         log.warning(
-            "[confinement.unavailable] the synthetic task ran in the DuckDB sandbox only: this kernel offers no Landlock"
+            (
+                "[confinement.unavailable] the synthetic task ran in the DuckDB sandbox only: this kernel offers no "
+                "Landlock"
+            )
         )
     return answer
 
@@ -160,7 +170,10 @@ def execute(run: SandboxRun) -> dict[str, Any]:
         for relation in run.logical_writes:
             schema, table = relation.split(".")
             found = conn.execute(
-                "select count(*) from information_schema.tables where table_catalog = ? and table_schema = ? and table_name = ?",
+                (
+                    "select count(*) from information_schema.tables where table_catalog = ? and table_schema = ? and "
+                    "table_name = ?"
+                ),
                 [run.writer, schema, table],
             ).fetchone()[0]
             if found:

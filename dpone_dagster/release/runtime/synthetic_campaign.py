@@ -39,7 +39,10 @@ from dpone_dagster.release.runtime.synthetic_release import (
 from dpone_dagster.release.source.snapshot import SourceReader, open_source
 
 SYNTHETIC_SOURCE_DIGEST = "sha256:5e665138aa4dd2fcd923ddaeb8382eb8cbd820d2adadbea1a71b31c98b35a04f"
-"""Snapshot digest of the shipped `synthetic_source/` (domain `dpone.source-snapshot.v1`). Never computed at run time."""
+"""Snapshot digest of the shipped `synthetic_source/` (domain `dpone.source-snapshot.v1`).
+
+Never computed at run time.
+"""
 
 SYNTHETIC_CEILING = ResourceCeiling(max_cpu_millicores=1000, max_memory_bytes=1024**3)
 """The per-workload resource ceiling of the synthetic campaign."""

@@ -48,9 +48,18 @@ _SOURCE_DATABASE = "orders_source.duckdb"
 
 class SyntheticReleaseError(CodedError):
     codes = {
-        "runtime.synthetic_release_invalid": "The synthetic-family release fails verification: a member is missing, altered, unbound, or the parent is not a synthetic-family document.",
-        "runtime.synthetic_release_missing": "No synthetic-family release is installed (only the embedded default installs one).",
-        "runtime.synthetic_source_unpinned": "The synthetic release was asked to compose from a source other than the synthetic campaign the platform pinned (a development source, or an edited campaign).",
+        "runtime.synthetic_release_invalid": (
+            "The synthetic-family release fails verification: a member is missing, "
+            "altered, unbound, or the parent is not a synthetic-family document."
+        ),
+        "runtime.synthetic_release_missing": (
+            "No synthetic-family release is installed (only the embedded default installs one)."
+        ),
+        "runtime.synthetic_source_unpinned": (
+            "The synthetic release was asked to compose from a source other than "
+            "the synthetic campaign the platform pinned (a development source, or "
+            "an edited campaign)."
+        ),
     }
 
 

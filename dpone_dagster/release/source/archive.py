@@ -45,13 +45,19 @@ class SourceError(CodedError):
         "source.unsupported_format": "The source is neither a directory nor a tar, tar.gz or zip archive.",
         "source.archive_invalid": "The archive is corrupt or truncated (bad header, CRC or compressed stream).",
         "source.archive_too_large": "The archive file is larger than the source byte limit allows.",
-        "source.changed_during_read": "The source's bytes changed between the pre-scan and extraction or copy; read it again from a stable copy.",
-        "source.unreadable": "A checkout file or directory could not be opened or read (permissions, or it vanished while being read).",
+        "source.changed_during_read": (
+            "The source's bytes changed between the pre-scan and extraction or copy; read it again from a stable copy."
+        ),
+        "source.unreadable": (
+            "A checkout file or directory could not be opened or read (permissions, or it vanished while being read)."
+        ),
         "source.empty": "The source holds no files.",
         "source.absolute_path": "A member name is absolute; archives must hold relative paths only.",
         "source.path_traversal": "A member name contains a '..' or '.' component (path traversal).",
         "source.drive_letter": "A member name starts with a drive letter.",
-        "source.invalid_path": "A member name holds a NUL, a backslash, a control character, an empty component or non-UTF-8 bytes.",
+        "source.invalid_path": (
+            "A member name holds a NUL, a backslash, a control character, an empty component or non-UTF-8 bytes."
+        ),
         "source.path_too_long": "A member name is longer or deeper than the limits allow.",
         "source.duplicate_member": "Two members have the same name.",
         "source.case_collision": "Two member names differ only by case or Unicode normalization.",
@@ -59,27 +65,46 @@ class SourceError(CodedError):
         "source.link_member": "A member is a symbolic or hard link; only regular files and directories are accepted.",
         "source.special_member": "A member is a device, FIFO, socket, sparse or other special file.",
         "source.symlink_escape": "A checkout symlink points outside the checkout, at a directory, or nowhere.",
-        "source.not_regular_file": "The source path is neither a regular file nor a directory (a FIFO, device, socket or a link to one).",
+        "source.not_regular_file": (
+            "The source path is neither a regular file nor a directory (a FIFO, device, socket or a link to one)."
+        ),
         "source.unsupported_member": "A zip entry is encrypted.",
-        "source.unsupported_compression": "A zip entry is neither stored nor deflated (bzip2, LZMA and other methods are refused).",
-        "source.ambiguous_archive": "A zip has more than one end-of-central-directory record, or its end record and central directory disagree on the entries.",
-        "source.header_chain": "A tar member is preceded by more than one extended header of one kind (chained pax or GNU long-name headers).",
-        "source.global_header": "A tar holds more than one pax global header, or one that sets anything but a comment or times.",
+        "source.unsupported_compression": (
+            "A zip entry is neither stored nor deflated (bzip2, LZMA and other methods are refused)."
+        ),
+        "source.ambiguous_archive": (
+            "A zip has more than one end-of-central-directory record, or its end record and "
+            "central directory disagree on the entries."
+        ),
+        "source.header_chain": (
+            "A tar member is preceded by more than one extended header of one kind (chained pax "
+            "or GNU long-name headers)."
+        ),
+        "source.global_header": (
+            "A tar holds more than one pax global header, or one that sets anything but a comment or times."
+        ),
         "source.stream_too_large": "The decompressed tar stream is larger than the source byte limit allows.",
         "source.checkout_not_commit": (
             "The source checkout is not exactly the configured commit: a committed file is edited or missing in the "
             "working tree (or, read whole, a file is not in the commit), or the commit holds a symlink or submodule. "
             "Commit or discard the changes, or deliver from a clean clone; untracked and ignored files are never read."
         ),
-        "source.commit_unbound": "The source cannot be bound to the configured commit: a checkout outside git, or an archive that records no commit.",
-        "source.commit_mismatch": "The checkout's HEAD, or the commit an archive records, is not the configured source commit.",
+        "source.commit_unbound": (
+            "The source cannot be bound to the configured commit: a checkout outside git, or an "
+            "archive that records no commit."
+        ),
+        "source.commit_mismatch": (
+            "The checkout's HEAD, or the commit an archive records, is not the configured source commit."
+        ),
         "source.header_too_large": "A tar extended header (pax or GNU long name) is larger than allowed.",
         "source.overlapping_entries": "Zip entries share or overlap their bytes (a zip bomb construction).",
         "source.too_many_members": "The source holds more members than the limit allows.",
         "source.file_too_large": "A file is larger than the per-file byte limit.",
         "source.total_too_large": "The files together are larger than the total byte limit.",
         "source.compression_ratio": "Decompressed bytes exceed the allowed compression ratio (a decompression bomb).",
-        "source.unsafe_member": "Python's tar 'data' filter refused a member the primary checks accepted; refused as a second layer.",
+        "source.unsafe_member": (
+            "Python's tar 'data' filter refused a member the primary checks accepted; refused as a second layer."
+        ),
         "source.not_found": "A path was requested that is not part of the source snapshot.",
         "source.digest_drift": "A file's bytes no longer match the digest recorded when the source was read.",
     }

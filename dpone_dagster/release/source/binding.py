@@ -17,8 +17,8 @@ the commit, whatever else lies in the folder.
 
 What a reader could get wrong: the build folders `open_source` excludes (`target`, `logs`,
 `dbt_packages`, ...) are excluded from the commit's list too, at any depth. The synthetic embedded
-default has no real commit and is not bound (the caller skips it). The grant carries no archive digest field, so an archive's SHA-256 is recorded (release
-state), not checked against the grant.
+default has no real commit and is not bound (the caller skips it). The grant carries no archive
+digest field, so an archive's SHA-256 is recorded (release state), not checked against the grant.
 """
 
 from __future__ import annotations
