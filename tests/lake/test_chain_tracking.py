@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dpone_dagster.control.store import open_store
+from dpone_dagster.lake.resolution.owners import TrackedTable
 from dpone_dagster.lake.resolution.plan import TableName
-from dpone_dagster.lake.state.tracking import TrackedTable, read_chain_tracking, record_materialization
+from dpone_dagster.lake.state.tracking import read_chain_tracking, record_materialization
 
 
 def _track(env, workspace, table, status, *, partition=None, columns=(("id", "BIGINT"),)):

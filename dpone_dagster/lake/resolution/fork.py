@@ -62,16 +62,12 @@ from dpone_dagster.lake.resolution.naming import (
     fork_metadata_schema,
     lake_alias,
 )
+from dpone_dagster.lake.resolution.owners import nearest_owners
 from dpone_dagster.lake.resolution.partitions import PartitionView, partition_views
 from dpone_dagster.lake.resolution.plan import DeferPlan, DeferView, LiveViews, ParentViews, TableName
 from dpone_dagster.lake.resolution.reads import ReadSet, keep_read, tracked_for
 from dpone_dagster.lake.state.registry import CACHE, ForkDroppingError, NamespaceRecord, RegistrationCache, register
-from dpone_dagster.lake.state.tracking import (
-    WorkspaceLakeView,
-    mark_missing,
-    nearest_owners,
-    workspace_lake_view,
-)
+from dpone_dagster.lake.state.tracking import WorkspaceLakeView, mark_missing, workspace_lake_view
 
 log = logging.getLogger(__name__)
 
@@ -204,7 +200,7 @@ def _chain_lakes(view: WorkspaceLakeView, config: DponeConfig) -> tuple[list[Phy
         settings = view.settings[member.id].settings
         try:
             there = physical_lake(
-                member.id, settings, config, is_fork=view.is_fork_at(index), incarnation=member.incarnation
+                member.id, settings, config, is_fork=view.forked[index], incarnation=member.incarnation
             )
         except ForkCatalogUnsupportedError:
             continue
@@ -306,17 +302,18 @@ def resolve_workspace_lake(
 ) -> ResolvedLake:
     """`reads` (see `lake/resolution/reads.py`): only those defer views are created; None = every table."""
     check_fork_process(config)  # a fork's process is confined by the kernel, or warns (dpone_dagster/confinement)
-    ports = ports or LakePorts()
     view = workspace_lake_view(workspace_id, lake, config, tracked_for(reads, CURRENT_SUFFIX))
     own = view.settings[workspace_id].settings
-    if not view.fork_mode:
+    if not view.forked[0]:
         return root_resolution(workspace_id, own, config, targets)
 
     me = physical_lake(workspace_id, own, config, is_fork=True, incarnation=view.incarnation)
     ancestors, serving = _chain_lakes(view, config)
     me, ancestors, role_warnings = confine(me, ancestors, config)
     aliases = {a.workspace_id: ancestor_alias(lake, a.workspace_id) for a in ancestors}
+    ports = ports or LakePorts()
     facts, attachable, warnings = _inspect(ports, me, ancestors)
+    adapter = ports.catalogs.for_kind(me.namespace.catalog.kind)  # the fork's own: plan inspection only
     warnings = role_warnings + warnings
 
     target_names = set(targets) | {TableName(t.schema, t.table + CURRENT_SUFFIX) for t in targets}
@@ -336,7 +333,6 @@ def resolve_workspace_lake(
 
     register_place(workspace_id, lake, own, me, config, ports)
     prepare_catalog_folder(me.namespace.catalog)  # after registration: the ledger covers the folder before it exists
-    adapter = ports.catalogs.for_kind(me.namespace.catalog.kind)
     alias = lake_alias(lake)
     options = _target_options(me)
     *setup, target = secret_and_attach(me, alias, options)
@@ -388,7 +384,7 @@ def ancestor_reads(workspace_id: str, lake: str, config: DponeConfig, *, pinned:
     """The ancestor attaches of `workspace_id`'s lake (`pinned=False`: at their current snapshot).
     Registers nothing and attaches nothing; empty outside fork mode."""
     view = workspace_lake_view(workspace_id, lake, config, tables=())  # no tracking: attaches only
-    if not view.fork_mode:
+    if not view.forked[0]:
         return AncestorReads()
     own = view.settings[workspace_id].settings
     me = physical_lake(workspace_id, own, config, is_fork=True, incarnation=view.incarnation)

@@ -30,10 +30,6 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-import sqlalchemy as sa
-from sqlalchemy.engine import Connection
-
-from dpone_dagster.control.lake_tables import materialized_partition
 from dpone_dagster.errors import LakeError
 from dpone_dagster.lake.guard.statement import quote_ident, sql_string
 from dpone_dagster.lake.resolution.plan import TableName
@@ -66,7 +62,8 @@ def partition_config(column: str | None) -> str | None:
     return json.dumps({PARTITION_BY: column}, sort_keys=True)
 
 
-def _column_of(config: str | None) -> str | None:
+def partition_column(config: str | None) -> str | None:
+    """The partition column a tracking row's `config` declares (None: unpartitioned or unreadable)."""
     if not config:
         return None
     try:
@@ -74,36 +71,6 @@ def _column_of(config: str | None) -> str | None:
     except (ValueError, AttributeError):
         return None
     return value if isinstance(value, str) and value else None
-
-
-def read_partitions(conn: Connection, workspace_id: str, lake: str) -> dict[TableName, OwnPartitions]:
-    """One query: every table `workspace_id` materialized by partition (with a declared column), and
-    the keys whose latest status is `materialized`. A table whose partition rows name two different
-    columns is refused (`lake.partition_tracking_invalid`) rather than guessed."""
-    p = materialized_partition
-    query = sa.select(p.c.schema_name, p.c.table_name, p.c.partition_key, p.c.status, p.c.config).where(
-        p.c.workspace_id == workspace_id, p.c.lake == lake, p.c.partition_key != ""
-    )
-    columns: dict[TableName, set[str]] = {}
-    keys: dict[TableName, set[str]] = {}
-    for schema, table, key, status, config in conn.execute(query):
-        column = _column_of(config)
-        if column is None:
-            continue
-        name = TableName(schema, table)
-        columns.setdefault(name, set()).add(column)
-        keys.setdefault(name, set())
-        if status == "materialized":
-            keys[name].add(key)
-    out: dict[TableName, OwnPartitions] = {}
-    for name, names in sorted(columns.items()):
-        if len(names) != 1:
-            raise PartitionTrackingError(
-                f"the partitions of {name} in workspace {workspace_id!r} name different partition "
-                f"columns ({', '.join(sorted(names))}); rebuild the table with one column"
-            )
-        out[name] = OwnPartitions(next(iter(names)), frozenset(keys[name]))
-    return out
 
 
 def fork_table(name: TableName) -> TableName:

@@ -27,8 +27,9 @@ from dpone_dagster.config import DponeConfig, load_config
 from dpone_dagster.control.lake_tables import materialized_partition
 from dpone_dagster.control.store import open_store
 from dpone_dagster.lake.resolution.naming import fork_metadata_schema
+from dpone_dagster.lake.resolution.owners import nearest_owners
 from dpone_dagster.lake.resolution.plan import TableName
-from dpone_dagster.lake.state.tracking import ForkState, nearest_owners, workspace_lake_view
+from dpone_dagster.lake.state.tracking import ForkState, workspace_lake_view
 
 ROOT_NAMESPACE = "(root)"
 

@@ -42,8 +42,14 @@ from dpone_dagster.control.workspace_tables import (
 from dpone_dagster.errors import LakeError, WorkspaceError
 from dpone_dagster.lake.ports import Clock, utc_now
 from dpone_dagster.lake.resolution.naming import fork_metadata_schema
-from dpone_dagster.lake.resolution.partitions import OwnPartitions, partition_config, read_partitions
-from dpone_dagster.lake.resolution.plan import SCD2_MARKER, TableName
+from dpone_dagster.lake.resolution.owners import ChainTracking, TrackedTable, nearest_owners
+from dpone_dagster.lake.resolution.partitions import (
+    OwnPartitions,
+    PartitionTrackingError,
+    partition_column,
+    partition_config,
+)
+from dpone_dagster.lake.resolution.plan import TableName
 from dpone_dagster.lake.state.registry import ForkDroppingError
 
 Status = Literal["materialized", "failed"]
@@ -74,35 +80,6 @@ class ForkState:
         if self.owner is not None:
             out["fork_owner"] = self.owner
         return out
-
-
-@dataclass(frozen=True)
-class TrackedTable:
-    """`columns_json` is the captured schema as stored: parsed only when it can mark SCD2."""
-
-    materialized: bool = False
-    columns_json: str | None = None
-    missing: bool = False
-
-    @property
-    def columns(self) -> tuple[tuple[str, str], ...]:
-        return tuple((n, t) for n, t in json.loads(self.columns_json)) if self.columns_json else ()
-
-    @property
-    def is_scd2(self) -> bool:
-        if not self.columns_json or SCD2_MARKER not in self.columns_json.lower():
-            return False
-        return any(name.lower() == SCD2_MARKER for name, _ in self.columns)
-
-
-@dataclass
-class ChainTracking:
-    """Tracked tables per workspace of a chain (only workspaces with rows appear)."""
-
-    tables: dict[str, dict[TableName, TrackedTable]] = field(default_factory=dict)
-
-    def of(self, workspace_id: str) -> dict[TableName, TrackedTable]:
-        return self.tables.get(workspace_id, {})
 
 
 def _normalize_columns(columns: Columns) -> list[list[str]]:
@@ -177,20 +154,6 @@ def forget_workspace(conn: Connection, workspace_id: str) -> None:
     same id starts empty and a dropped fork's pins no longer hold back maintenance."""
     for table in (materialized_partition, materialized_asset_schema, fork_pin, fork_built_from):
         conn.execute(table.delete().where(table.c.workspace_id == workspace_id))
-
-
-def nearest_owners(chain_ids: Sequence[str], tracking: ChainTracking) -> dict[TableName, tuple[int, TrackedTable]]:
-    """For each table not tracked by `chain_ids[0]`: (index of the nearest owning ancestor, entry).
-
-    An entry marked `missing` still names its owner (the table is missing there, and is not
-    silently read from a farther ancestor)."""
-    own = set(tracking.of(chain_ids[0]))
-    owners: dict[TableName, tuple[int, TrackedTable]] = {}
-    for index, ws in enumerate(chain_ids[1:], start=1):
-        for name, entry in tracking.of(ws).items():
-            if (entry.materialized or entry.missing) and name not in own and name not in owners:
-                owners[name] = (index, entry)
-    return owners
 
 
 def state_in_chain(chain_ids: Sequence[str], tracking: ChainTracking, name: TableName, *, fork_mode: bool) -> ForkState:
@@ -277,7 +240,10 @@ def record_materialization(
 @dataclass(frozen=True)
 class WorkspaceLakeView:
     """One workspace's ancestor chain (with incarnations), each member's settings for one lake,
-    and their tracking."""
+    and their tracking.
+
+    `chain_ids`, `incarnation` and `forked` are worked out when the view is read, so the fork
+    builder reads fields only and never calls back into this module (tests/lake/test_lake_path.py)."""
 
     chain: tuple[Workspace, ...]
     settings: dict[str, LakeSettings]
@@ -286,23 +252,29 @@ class WorkspaceLakeView:
     """Ancestor id -> the snapshot this workspace reads it at (`fork_pin`); empty: live defer."""
     partitions: dict[TableName, OwnPartitions] = field(default_factory=dict)
     """Tables this workspace materialized by partition (see `lake/resolution/partitions.py`)."""
+    chain_ids: list[str] = field(init=False)
+    incarnation: str = field(init=False)
+    forked: tuple[bool, ...] = field(init=False)
+    """Per chain member: does its copy of the lake live in a fork namespace (see `is_fork_at`)."""
 
-    @property
-    def chain_ids(self) -> list[str]:
-        return [w.id for w in self.chain]
-
-    @property
-    def incarnation(self) -> str:
-        return self.chain[0].incarnation
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "chain_ids", [w.id for w in self.chain])
+        object.__setattr__(self, "incarnation", self.chain[0].incarnation)
+        last = len(self.chain) - 1
+        forked = tuple(
+            (index < last or member.is_throwaway) and not self.settings[member.id].shared
+            for index, member in enumerate(self.chain)
+        )
+        object.__setattr__(self, "forked", forked)
 
     def is_fork_at(self, index: int) -> bool:
-        member = self.chain[index]
-        has_ancestors = index < len(self.chain) - 1
-        return (has_ancestors or member.is_throwaway) and not self.settings[member.id].shared
+        """A member with ancestors, or a throwaway fork id (orphaned forks stay isolated), unless
+        its lake is shared with its parent."""
+        return self.forked[index]
 
     @property
     def fork_mode(self) -> bool:
-        return self.is_fork_at(0)
+        return self.forked[0]
 
 
 def workspace_lake_view(
@@ -334,6 +306,36 @@ def workspace_lake_view(
         tracking = read_chain_tracking(conn, ids, lake, wanted)
         pins = read_pins(conn, workspace_id, lake)
     return WorkspaceLakeView(tuple(chain), {ws: settings[ws][lake] for ws in ids}, tracking, pins, partitions)
+
+
+def read_partitions(conn: Connection, workspace_id: str, lake: str) -> dict[TableName, OwnPartitions]:
+    """One query: every table `workspace_id` materialized by partition (with a declared column), and
+    the keys whose latest status is `materialized`. A table whose partition rows name two different
+    columns is refused (`lake.partition_tracking_invalid`) rather than guessed."""
+    p = materialized_partition
+    query = sa.select(p.c.schema_name, p.c.table_name, p.c.partition_key, p.c.status, p.c.config).where(
+        p.c.workspace_id == workspace_id, p.c.lake == lake, p.c.partition_key != ""
+    )
+    columns: dict[TableName, set[str]] = {}
+    keys: dict[TableName, set[str]] = {}
+    for schema, table, key, status, config in conn.execute(query):
+        column = partition_column(config)
+        if column is None:
+            continue
+        name = TableName(schema, table)
+        columns.setdefault(name, set()).add(column)
+        keys.setdefault(name, set())
+        if status == "materialized":
+            keys[name].add(key)
+    out: dict[TableName, OwnPartitions] = {}
+    for name, names in sorted(columns.items()):
+        if len(names) != 1:
+            raise PartitionTrackingError(
+                f"the partitions of {name} in workspace {workspace_id!r} name different partition "
+                f"columns ({', '.join(sorted(names))}); rebuild the table with one column"
+            )
+        out[name] = OwnPartitions(next(iter(names)), frozenset(keys[name]))
+    return out
 
 
 def read_pins(conn: Connection, workspace_id: str, lake: str) -> dict[str, int]:
