@@ -42,6 +42,7 @@ from dpone_dagster.release.delivery.member_pages import (
 )
 from dpone_dagster.release.delivery.object_stores import LocalDirectoryStore
 from dpone_dagster.release.delivery.registry import ReleaseRegistry, commit_key
+from dpone_dagster.release.source.local_files import LocalFiles
 
 RECORD_FIELDS = dict(
     release_id="sha256:" + "a" * 64,
@@ -223,3 +224,22 @@ def test_fifty_thousand_members_page_under_the_cap_and_read_back():
     assert all(len(data) <= pages.MAX_PAGE_BYTES for data in commit.pages.values())
     assert list(read_member_pages(commit.document, commit.pages.get)) == members
     assert list(read_member_pages(record.document, record.pages.get)) == members
+
+
+@pytest.mark.parametrize("paged", [False, True])
+def test_a_staged_byte_that_differs_is_never_installed(request, tmp_path, target, release, paged):
+    """Install rereads its stage byte for byte against the verified release before the rename."""
+    if paged:
+        request.getfixturevalue("paging")
+
+    class Flipping(LocalFiles):
+        def write_new(self, path, data):
+            super().write_new(path, data[:-1] + bytes([data[-1] ^ 1]) if path.name == "deployment.json" else data)
+
+    bundle, authority = release.bundle, release.authority
+    cache = ReleaseCache(tmp_path / "cache", admission=target.issuer, clock=target.clock, files=Flipping())
+    install = lambda: cache.materialize(  # noqa: E731
+        bundle, authority=authority, receipt=target.materialization(bundle, authority)
+    )
+    assert code_of(install) == "release.durability_uncertain"
+    assert cache.deployments() == [] and cache.staging() == []
