@@ -10,7 +10,9 @@ What a reader could get wrong: the source is read with the production default `S
 at 8 members each plus 20,000 for the rest of the project); a generated flow is 6 members.
 Past about 3,200 flows the parent (one ordinary constituent and its source sidecars per flow, ~1.3 KB
 a flow) no longer fits one canonical document (`contracts/canonical.MAX_DOCUMENT_BYTES`, 4 MiB) and
-is composed as a paged parent (`contracts/release_pages.py`). `synthetic_release_stages` runs the
+is composed as a paged parent (`contracts/release_pages.py`), and past about 20,000 members the
+registry commit and the deployment record list their members on pages too
+(`release/delivery/member_pages.py`). `synthetic_release_stages` runs the
 delivery half alone (compose, publish, install) on fabricated constituents, stage by stage, and
 reports the code of the first refusal as its result.
 """
