@@ -51,6 +51,7 @@ class Served:
     instance: DagsterInstance
     context: object  # WorkspaceRequestContext
     folder: Path
+    default_run: str | None = None
 
     @property
     def launcher(self):
