@@ -18,6 +18,9 @@ The model's SQL is edited before EVERY command, as a developer does (one express
   --select <model>`; goal <= 2x;
 - graphql: GraphQL `launchRun` of the model against the fork's warm webserver and code server
   (what the UI does), until the run finished; goal <= 1.3x;
+- graphql_warm: the same against a second webserver on a fork home configured as `dpone dev` writes
+  it (`WarmRunLauncher` + the sync run coordinator, docs/warm-runs.md), started through the
+  confinement launcher as `dpone dev` confines it; the row says how many counted runs went warm;
 - SQLMesh `plan dev --auto-apply` over its own copy of the project (SQLMesh's dbt loader, a plain
   DuckDB file) when `DPONE_BENCH_SQLMESH` names a sqlmesh executable; a row without a goal.
 
@@ -46,12 +49,14 @@ FORK = "wm-fork-peers"
 ROUNDS = int(os.environ.get("DPONE_BENCH_PEERS_ROUNDS", "3"))
 SIZES = tuple(int(n) for n in os.environ.get("DPONE_BENCH_PEERS_MODELS", "10,200").split(","))
 BIN = Path(sys.executable).parent
-GOALS = {"plugin": 1.15, "materialize": 2.0, "graphql": 1.3}
+GOALS = {"plugin": 1.15, "materialize": 2.0, "graphql": 1.3, "graphql_warm": 1.3}
 LABELS = {
     "plugin": "dbt build through the dpone plugin (fork)",
     "materialize": "dagster asset materialize (fork)",
     "graphql": "GraphQL launchRun, warm webserver (fork)",
+    "graphql_warm": "GraphQL launchRun, warm webserver + warm run launcher (fork, confined)",
 }
+CONFINED = (sys.executable, "-m", "dpone_dagster.confinement.launcher", "--")
 SQLMESH_NOTE = (
     "SQLMesh's own storage (a DuckDB file through its dbt loader, prod planned first), not the DuckLake; "
     "a changed expression is a breaking change to SQLMesh, so its dev plan also rebuilds the model's "
@@ -263,6 +268,25 @@ def _commands(project: Project, work: Path, state: Path) -> dict[str, Callable[[
     return {"baseline": baseline, "plugin": plugin, "materialize": materialize}
 
 
+def _graphql(server, project: Project, launched: list[str] | None = None) -> Callable[[], float]:
+    """Launch the model through GraphQL (what the UI does) and wait until the run finished; with
+    `launched`, record the path the run took (`dpone/run_launcher`: warm or default)."""
+    from bench.screenshots import RELEASE_LOCATION
+
+    def graphql() -> float:
+        start = time.perf_counter()
+        run_id = server.launch_assets(RELEASE_LOCATION, [project.key])
+        status = _wait_for_run(server, run_id, timeout=900)
+        seconds = time.perf_counter() - start
+        if status != "SUCCESS":
+            raise RuntimeError(f"the GraphQL-launched run ended {status}")
+        if launched is not None:
+            launched.append(server.run_details(run_id)["tags"].get("dpone/run_launcher", "none"))
+        return seconds
+
+    return graphql
+
+
 def _wait_for_run(server, run_id: str, timeout: float) -> str:
     """The run's final status, polled every 0.1 s (the webserver helper's 0.5 s would add up to
     half a second to a run of a few seconds)."""
@@ -340,9 +364,11 @@ def measure(project: Project, work: Path, with_ui: bool = True) -> dict[str, lis
     if sqlmesh is not None:
         commands["sqlmesh"], model_copy = sqlmesh
         edit.files.append(model_copy)
-    server_cm = None
+    servers: list = []
+    launched: list[str] = []  # the path each warm-launcher run took (its `dpone/run_launcher` tag)
     if with_ui:
-        from bench.screenshots import RELEASE_LOCATION, running_webserver, session_workspace
+        from bench.screenshots import running_webserver, session_workspace
+        from dpone_dagster.workspaces.dagster_home import WARM_RUNS_YAML
 
         env = _env(project, work, FORK)
         shown = subprocess.run(
@@ -357,17 +383,21 @@ def measure(project: Project, work: Path, with_ui: bool = True) -> dict[str, lis
         server_cm = running_webserver(
             session_workspace(home / "workspace.yaml"), dagster_home=home, env=env, inherit_env=False
         )
-        server = server_cm.__enter__()
-
-        def graphql() -> float:
-            start = time.perf_counter()
-            run_id = server.launch_assets(RELEASE_LOCATION, [project.key])
-            status = _wait_for_run(server, run_id, timeout=900)
-            if status != "SUCCESS":
-                raise RuntimeError(f"the GraphQL-launched run ended {status}")
-            return time.perf_counter() - start
-
-        commands["graphql"] = graphql
+        servers.append(server_cm)
+        commands["graphql"] = _graphql(server_cm.__enter__(), project)
+        # the same through the warm run launcher, in a fork home as `dpone dev` writes it (sync coordinator),
+        # the webserver confined as `dpone dev` confines it (the launcher starts no worker unconfined)
+        warm_home = work / "home_warm_ui"
+        warm_cm = running_webserver(
+            session_workspace(warm_home / "workspace.yaml"),
+            dagster_home=warm_home,
+            env=env,
+            inherit_env=False,
+            instance_yaml=WARM_RUNS_YAML + "telemetry:\n  enabled: false\n",
+            command_prefix=CONFINED,
+        )
+        servers.append(warm_cm)
+        commands["graphql_warm"] = _graphql(warm_cm.__enter__(), project, launched)
     times: dict[str, list[float]] = {name: [] for name in commands}
     try:
         for round_ in range(ROUNDS + 1):  # round 0 warms up (first parse, first launch) and is not counted
@@ -377,8 +407,9 @@ def measure(project: Project, work: Path, with_ui: bool = True) -> dict[str, lis
                 if round_:
                     times[name].append(seconds)
     finally:
-        if server_cm is not None:
+        for server_cm in servers:
             server_cm.__exit__(None, None, None)
+    times["launched_warm"] = [float(path == "warm") for path in launched[1:]]  # round 0 not counted
     return times
 
 
@@ -400,6 +431,9 @@ def rows_from(project: Project, times: dict[str, list[float]]) -> list[dict[str,
             f"median of {len(times[key])}, edited before each run; load average {load:.1f} on {os.cpu_count()} cores",
         )
         row["met"] = measured / base <= goal
+        if key == "graphql_warm" and times.get("launched_warm"):
+            warm = int(sum(times["launched_warm"]))
+            row["note"] += f"; {warm} of {len(times['launched_warm'])} counted runs launched warm"
         out.append(row)
     name = f"peers, {project.models} models, edited {project.model}: SQLMesh plan dev vs dbt build --defer"
     if "sqlmesh" in times:

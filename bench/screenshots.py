@@ -28,7 +28,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -266,9 +266,9 @@ def session_workspace(target: Path) -> Path:
     return target
 
 
-def write_instance(dagster_home: Path) -> None:
+def write_instance(dagster_home: Path, instance_yaml: str | None = None) -> None:
     dagster_home.mkdir(parents=True, exist_ok=True)
-    (dagster_home / "dagster.yaml").write_text(_INSTANCE_YAML)
+    (dagster_home / "dagster.yaml").write_text(_INSTANCE_YAML if instance_yaml is None else instance_yaml)
 
 
 def _stop(process: subprocess.Popen) -> None:
@@ -292,18 +292,23 @@ def running_webserver(
     env: Mapping[str, str] | None = None,
     inherit_env: bool = True,
     startup_timeout: float = 180.0,
+    instance_yaml: str | None = None,
+    command_prefix: Sequence[str] = (),
 ) -> Iterator[DagsterWebserver]:
     """Start `dagster-webserver` on a free 127.0.0.1 port and wait until every location loaded.
 
     The server runs in its own process group (it spawns one code server per location); leaving the
-    block stops that group, and only that group.
+    block stops that group, and only that group. `instance_yaml` replaces the default dagster.yaml
+    (`_INSTANCE_YAML`); `command_prefix` runs the server through another command (e.g. the confinement
+    launcher, which execs it: same process, same group).
     """
-    write_instance(dagster_home)
+    write_instance(dagster_home, instance_yaml)
     port = free_port()
     log_path = dagster_home / "webserver.log"
     base_env = dict(os.environ) if inherit_env else {}
     child_env = {**base_env, **dict(env or {}), "DAGSTER_HOME": str(dagster_home)}
     command = [
+        *command_prefix,
         sys.executable,
         "-m",
         "dagster_webserver",
