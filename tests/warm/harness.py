@@ -100,8 +100,12 @@ class Served:
         records = self.instance.all_logs(run_id)
         return [r.dagster_event.event_type_value for r in records if r.dagster_event is not None]
 
-    def messages(self, run_id: str) -> list[str]:
-        return [r.message or r.user_message for r in self.instance.all_logs(run_id)]
+    def text(self, run_id: str) -> str:
+        """Every event's message and event data (errors included) of the run, one line each."""
+        return "\n".join(
+            f"{record.message} {record.dagster_event.event_specific_data if record.dagster_event else ''}"
+            for record in self.instance.all_logs(run_id)
+        )
 
 
 WARM_YAML = WARM_RUNS_YAML + "telemetry:\n  enabled: false\n"
@@ -153,7 +157,7 @@ def _fork_report(folder: Path) -> dict:
         return {
             "first": [first_status.value, serving.tags(first)],
             "own": [own_status.value, serving.tags(own)],
-            "other": [other_status.value, serving.tags(other), serving.messages(other)],
+            "other": [other_status.value, serving.tags(other), serving.text(other)],
         }
 
 

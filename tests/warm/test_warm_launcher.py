@@ -55,26 +55,19 @@ def _slow_step_started(serving) -> None:
     marker.unlink()
 
 
-def _text_of_events(serving, run_id: str) -> str:
-    return "\n".join(
-        f"{record.message} {record.dagster_event.event_specific_data if record.dagster_event else ''}"
-        for record in serving.instance.all_logs(run_id)
-    )
-
-
 def test_the_first_run_takes_the_default_path_and_says_why(serving):
     tags = serving.tags(serving.default_run)
     assert tags[LAUNCHER_TAG] == "default" and tags[FALLBACK_TAG] == "warm.worker_unavailable"
-    assert "Launched through the code server" in _text_of_events(serving, serving.default_run)
+    assert "Launched through the code server" in serving.text(serving.default_run)
 
 
 def test_a_warm_run_succeeds_with_the_events_of_a_default_run(serving):
     run_id = _warm_launch(serving, "ok")
     assert serving.wait(run_id) == DagsterRunStatus.SUCCESS
     assert Counter(serving.event_types(run_id)) == Counter(serving.event_types(serving.default_run))
-    assert "Launched in a warm run worker" in _text_of_events(serving, run_id)
+    assert "Launched in a warm run worker" in serving.text(run_id)
     pid = int(serving.tags(run_id)[WORKER_TAG].split(":")[0])
-    assert f"Started process for run (pid: {pid})" in _text_of_events(serving, run_id)
+    assert f"Started process for run (pid: {pid})" in serving.text(run_id)
 
 
 def test_a_failing_op_ends_the_warm_run_failure_with_its_error(serving):
@@ -82,7 +75,7 @@ def test_a_failing_op_ends_the_warm_run_failure_with_its_error(serving):
     assert serving.wait(run_id) == DagsterRunStatus.FAILURE
     events = serving.event_types(run_id)
     assert "STEP_FAILURE" in events and "PIPELINE_FAILURE" in events
-    assert "broken on purpose" in _text_of_events(serving, run_id)
+    assert "broken on purpose" in serving.text(run_id)
 
 
 def test_terminate_cancels_a_warm_run(serving):
@@ -98,13 +91,13 @@ def test_a_worker_killed_mid_run_ends_the_run_failure_naming_the_exit(serving):
     _slow_step_started(serving)
     os.kill(int(serving.tags(run_id)[WORKER_TAG].split(":")[0]), signal.SIGKILL)
     assert serving.wait(run_id, timeout=60) == DagsterRunStatus.FAILURE
-    assert "exited killed by SIGKILL before the run finished" in _text_of_events(serving, run_id)
+    assert "exited killed by SIGKILL before the run finished" in serving.text(run_id)
 
 
 def test_a_run_tagged_for_another_workspace_is_refused_in_the_warm_worker(serving):
     run_id = _warm_launch(serving, "ok", {"dpone/workspace": "wm-fork-other"})
     assert serving.wait(run_id) == DagsterRunStatus.FAILURE
-    assert "workspace.not_this_deployment" in _text_of_events(serving, run_id)
+    assert "workspace.not_this_deployment" in serving.text(run_id)
     assert "ASSET_MATERIALIZATION" not in serving.event_types(run_id)
 
 
@@ -124,6 +117,6 @@ def test_edited_python_takes_the_default_path_and_the_next_worker_loads_the_edit
     assert serving.wait(run_id) == DagsterRunStatus.SUCCESS
     tags = serving.tags(run_id)
     assert tags[LAUNCHER_TAG] == "default" and tags[FALLBACK_TAG] == "warm.code_stale", tags
-    assert "warm_location.py changed since the warm worker loaded" in _text_of_events(serving, run_id)
+    assert "warm_location.py changed since the warm worker loaded" in serving.text(run_id)
     after = _warm_launch(serving, "ok")  # the replacement loaded the edited file
     assert serving.wait(after) == DagsterRunStatus.SUCCESS
