@@ -278,10 +278,13 @@ def _graphql(server, project: Project, launched: list[str] | None = None) -> Cal
         run_id = server.launch_assets(RELEASE_LOCATION, [project.key])
         status = _wait_for_run(server, run_id, timeout=900)
         seconds = time.perf_counter() - start
+        details = server.run_details(run_id)
         if status != "SUCCESS":
-            raise RuntimeError(f"the GraphQL-launched run ended {status}")
+            errors = [e["error"]["message"] for e in details["events"] if e.get("error")]
+            messages = [e.get("message", "") for e in details["events"] if "rror" in (e.get("message") or "")]
+            raise RuntimeError(f"the GraphQL-launched run ended {status}: {details['tags']} {errors} {messages[-3:]}")
         if launched is not None:
-            launched.append(server.run_details(run_id)["tags"].get("dpone/run_launcher", "none"))
+            launched.append(details["tags"].get("dpone/run_launcher", "none"))
         return seconds
 
     return graphql

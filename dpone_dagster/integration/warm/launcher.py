@@ -60,6 +60,26 @@ def process_start(pid: int) -> str | None:
         return None
 
 
+def started_here(location_origin: object, executable_path: str) -> bool:
+    """Whether the code location's server was started by this process tree, from a local interpreter.
+
+    The webserver started by `dagster-webserver -w` starts its code servers itself (a managed origin);
+    under `dagster dev` the webserver sees them as `grpc_server` entries on a local socket or port that
+    carry the managed server's load target as `additional_metadata`. A `grpc_server` entry without that
+    (a code server started elsewhere, maybe with another environment) is not a location to warm."""
+    from dagster._core.remote_origin import GrpcServerCodeLocationOrigin, ManagedGrpcPythonEnvCodeLocationOrigin
+
+    if not os.path.isfile(executable_path):
+        return False
+    if isinstance(location_origin, ManagedGrpcPythonEnvCodeLocationOrigin):
+        return True
+    if not isinstance(location_origin, GrpcServerCodeLocationOrigin):
+        return False
+    local = location_origin.socket is not None or location_origin.host in ("localhost", "127.0.0.1", "::1")
+    loaded = (location_origin.additional_metadata or {}).get("executable_path")
+    return local and loaded is not None and os.path.realpath(loaded) == os.path.realpath(executable_path)
+
+
 def _exit_text(returncode: int) -> str:
     if returncode < 0:
         try:
@@ -164,8 +184,6 @@ class WarmRunLauncher(RunLauncher, ConfigurableClass):
 
     def _spec(self, context: LaunchRunContext) -> WorkerSpec:
         """How to start a worker for the run's code location; `WarmFallback` when this process must not."""
-        from dagster._core.remote_origin import ManagedGrpcPythonEnvCodeLocationOrigin
-
         from dpone_dagster.config import load_config
         from dpone_dagster.confinement.status import is_confined
         from dpone_dagster.contracts.workspace_ids import ROOT_WORKSPACE
@@ -180,10 +198,8 @@ class WarmRunLauncher(RunLauncher, ConfigurableClass):
             remote_origin.repository_origin.code_location_origin.location_name
         )
         repository = code_origin.repository_origin
-        if not isinstance(location.origin, ManagedGrpcPythonEnvCodeLocationOrigin) or not os.path.isfile(
-            repository.executable_path
-        ):
-            raise WarmFallback("warm.location_not_local", "its code server is not one this process started")
+        if not started_here(location.origin, repository.executable_path):
+            raise WarmFallback("warm.location_not_local", "its code server is not one this process tree started")
         try:
             config = load_config()
         except DponeError as exc:
