@@ -45,8 +45,8 @@ from dpone_dagster.contracts.workspace_ids import ROOT_WORKSPACE
 from dpone_dagster.errors import DponeError
 from dpone_dagster.lake.resolution.attach import absolute_data_path, catalog_location
 from dpone_dagster.lake.resolution.fork import LakePorts, PhysicalLake, physical_lake, register_place
-from dpone_dagster.lake.resolution.fork_catalog import is_own_folder, prepare_catalog_folder
-from dpone_dagster.lake.resolution.naming import fork_storage_prefix
+from dpone_dagster.lake.resolution.naming import fork_storage_prefix, is_own_folder
+from dpone_dagster.lake.state.registry import prepare_catalog_folder
 from dpone_dagster.lake.state.tracking import UnknownWorkspaceError, workspace_lake_view
 from dpone_dagster.workspaces.dagster_home import default_dagster_home, workspace_segment
 

@@ -5,20 +5,27 @@ docs/architecture.md ("The lake path") claims that following a workspace's lake 
 checks the claim on a real run instead of trusting the prose: a fork of a parent with built tables
 (so there are defer views and an ancestor attach) that has built one table itself enters the
 resource's `connect()` under `sys.setprofile`, and every Python *call* event into a `dpone_dagster`
-module is recorded with the module of its nearest `dpone_dagster` caller.
+module is recorded with the module of its nearest `dpone_dagster` caller. It does so twice: a run
+process's first connect (which also registers the fork's place and records its use: two writes
+that enter the control store again, asserted as exactly those) and the next one (no write), on
+which every module is entered once.
 
 Value modules are left out of the sequence: the rows the map's layer table calls `lake-values`,
 `config`, `contracts` and `errors` (their paths are read from the table, not listed here). They are
-pure data and are called from everywhere by design. Consecutive calls into one module collapse into
-one *stop*. Then:
+pure data and are called from everywhere by design. A call is a new *stop* when it enters another
+module than the one running (a function calling a helper of its own module reads on in the same
+file, a method of another module's class does not); consecutive stops in one module collapse into
+one. Then:
 
 (a) each module once: no module is a stop twice (a second stop is a *re-entry*: the path left the
     module and came back, as a call-back through a method or a lambda does);
 (b) top-down: no call goes from a module into a module whose row is above the caller's row in the
     layer table (a *climb*). A return is not a call: after the fork builder's control-store read
     returns, the resource may call `apply` although the control store's row is below it;
-(c) the path ends in `apply` and the guard: every ATTACH runs while `lake/resolution/apply.py` is
-    the current stop, and every stop from the first ATTACH on is `apply.py` or under `lake/guard/`.
+(c) the path ends in `apply` and the guard: every ATTACH runs in `lake/resolution/apply.py`, and
+    after the first ATTACH each stop is `apply.py`, a module `apply.py` calls to run the plan, or
+    under `lake/guard/`: nothing goes back to planning (the fork builder, tracking, the control
+    store) once the lake is attached.
 
 What a reader could get wrong: the sequence is printed on failure, one stop per line with its row
 and caller, so a red run shows where the path turns back. A call into a value module is never a
@@ -204,15 +211,17 @@ def reentries(path: LakePath) -> list[Stop]:
 
 
 def tail_problems(path: LakePath) -> list[str]:
-    """Why the path does not end in apply and the guard after the ATTACHes (empty when it does)."""
+    """Why the path does not end in apply and the guard after the ATTACHes (empty when it does):
+    every ATTACH runs in `apply.py`, and from the first one on each stop is `apply.py`, a module
+    `apply.py` itself calls (it runs the plan's statements) or the guard."""
     if not path.attaches:
         return ["no ATTACH ran"]
     problems = [f"an ATTACH ran in {running}" for _, running in path.attaches if running != PATH_END[0]]
     first = min(index for index, _ in path.attaches)
     problems += [
-        f"stop {i} after the first ATTACH: {s.module}"
+        f"stop {i} after the first ATTACH: {s.module} (from {s.caller})"
         for i, s in enumerate(path.stops)
-        if i > first and s.module != PATH_END[0] and not s.module.startswith(PATH_END[1])
+        if i > first and PATH_END[0] not in (s.module, s.caller) and not s.module.startswith(PATH_END[1])
     ]
     return problems
 
@@ -235,12 +244,37 @@ def describe(path: LakePath, rows: list[Row]) -> str:
     )
 
 
+@dataclass(frozen=True)
+class TracedConnects:
+    cold: LakePath
+    """The process's first connect to the fork: it also registers the fork's place and records its use."""
+    warm: LakePath
+    """The next one (within the registration TTL and the minute of the usage clock): no write."""
+    rows: list[Row]
+
+
+def _traced_connect(resource, tracer_for) -> PathTracer:
+    tracer = tracer_for()
+    session = resource.connect(targets=["mart.revenue"])
+    with tracer.tracing():
+        conn = session.__enter__()
+    try:
+        assert conn.execute("SELECT id FROM lake_main.orders").fetchall() == [(42,)]  # the fork's own
+        assert conn.execute("SELECT day FROM lake_main.mart.daily").fetchall() == [(1,)]  # deferred
+    finally:
+        session.__exit__(None, None, None)
+    return tracer
+
+
 @pytest.fixture
-def traced_fork_connect(monkeypatch) -> tuple[LakePath, list[Row]]:
-    """`DuckLakeResource.connect()` in a fork of a parent with two built tables, one of them rebuilt
-    by the fork (so: defer views, an ancestor attach, a table of the fork's own), traced."""
+def traced_fork_connects(monkeypatch) -> TracedConnects:
+    """`DuckLakeResource.connect()` in a fork of a parent with three built tables, one of them rebuilt
+    by the fork (so: defer views, an ancestor attach, a table of the fork's own), traced twice."""
+    from dpone_dagster.control.store import open_store
     from dpone_dagster.integration.lake.resources import DuckLakeResource
     from dpone_dagster.lake import duck
+    from dpone_dagster.lake.resolution import apply
+    from dpone_dagster.lake.state import registry, usage
     from dpone_dagster.workspaces.service import Workspaces
 
     config = load_config()
@@ -251,48 +285,51 @@ def traced_fork_connect(monkeypatch) -> tuple[LakePath, list[Row]]:
     Workspaces(config).create_fork("wm-fork-path", "prod", owner="alice")
     materialize(env, "wm-fork-path", "orders", "SELECT 42 AS id")
     monkeypatch.setenv("DPONE_WORKSPACE", "wm-fork-path")
-
     # `connect()` applies the plan it has just made: the incarnation fence (a second control-store
     # read, for plans held across time, as dbt's) is skipped unless the machine stalls for a second.
     # Pinned, so a slow machine does not change the path this test reads.
-    from dpone_dagster.lake.resolution import apply
-
     monkeypatch.setattr(apply, "FENCE_GRACE_S", 3600.0)
-    tracer = PathTracer()
+    # The materialize above registered the fork's place and recorded its use in this process:
+    # forgotten, so the first traced connect is a run process's first.
+    registry.CACHE.invalidate(str(open_store(config.control_store).url), "wm-fork-path")
+    usage.forget_touches()
+
+    tracers: list[PathTracer] = []
     real_connect = duck.connect
-    monkeypatch.setattr(duck, "connect", lambda *a, **k: RecordingConnection(real_connect(*a, **k), tracer))
+    monkeypatch.setattr(duck, "connect", lambda *a, **k: RecordingConnection(real_connect(*a, **k), tracers[-1]))
+
+    def tracer_for() -> PathTracer:
+        tracers.append(PathTracer())
+        return tracers[-1]
+
     resource = DuckLakeResource()
-    session = resource.connect(targets=["mart.revenue"])
-    with tracer.tracing():
-        conn = session.__enter__()
-    try:
-        assert conn.execute("SELECT id FROM lake_main.orders").fetchall() == [(42,)]
-        assert conn.execute("SELECT day FROM lake_main.mart.daily").fetchall() == [(1,)]
-    finally:
-        session.__exit__(None, None, None)
+    cold, warm = _traced_connect(resource, tracer_for), _traced_connect(resource, tracer_for)
     rows = read_layer_table(MAP.read_text(encoding="utf-8"))
-    return lake_path(tracer, rows), rows
+    return TracedConnects(lake_path(cold, rows), lake_path(warm, rows), rows)
 
 
-RESTRUCTURE_PENDING = pytest.mark.xfail(
-    strict=True,
-    reason="measured before the restructure: 46 stops in 22 modules, 24 re-entries (fork -> tracking view "
-    "methods, catalogs, ports values, roles, reads, fork_catalog, apply), 0 climbs; parent_views after the ATTACH",
-)
-
-
-@RESTRUCTURE_PENDING
-def test_the_fork_lake_path_enters_each_module_once(traced_fork_connect):
-    path, rows = traced_fork_connect
+def test_the_fork_lake_path_enters_each_module_once(traced_fork_connects):
+    path, rows = traced_fork_connects.warm, traced_fork_connects.rows
     assert [s.module for s in reentries(path)] == [], describe(path, rows)
 
 
-def test_the_fork_lake_path_never_calls_up_the_layer_table(traced_fork_connect):
-    path, rows = traced_fork_connect
+def test_a_first_connect_enters_again_only_the_control_store_for_its_two_writes(traced_fork_connects):
+    """The first connect of a process also registers the fork's place (the incarnation fence and the
+    cleanup ledger, `lake/state/registry.py`) and records its use (`lake/state/usage.py`): two writes
+    that enter the control store again after the builder's read. Nothing else is entered twice."""
+    path, rows = traced_fork_connects.cold, traced_fork_connects.rows
+    again = reentries(path)
+    assert [(s.caller, s.module) for s in again if s.row != "control"] == [], describe(path, rows)
+    assert sorted(s.caller for s in again) == ["lake/state/registry.py", "lake/state/usage.py"], describe(path, rows)
+
+
+@pytest.mark.parametrize("connect", ["cold", "warm"])
+def test_the_fork_lake_path_never_calls_up_the_layer_table(traced_fork_connects, connect):
+    path, rows = getattr(traced_fork_connects, connect), traced_fork_connects.rows
     assert [(s.caller, s.module) for s in climbs(path, rows)] == [], describe(path, rows)
 
 
-@RESTRUCTURE_PENDING
-def test_the_fork_lake_path_ends_in_apply_and_the_guard_after_the_attach(traced_fork_connect):
-    path, rows = traced_fork_connect
+@pytest.mark.parametrize("connect", ["cold", "warm"])
+def test_the_fork_lake_path_ends_in_apply_and_the_guard_after_the_attach(traced_fork_connects, connect):
+    path, rows = getattr(traced_fork_connects, connect), traced_fork_connects.rows
     assert tail_problems(path) == [], describe(path, rows)

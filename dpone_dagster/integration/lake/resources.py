@@ -51,7 +51,9 @@ class DuckLakeResource(ConfigurableResource):
     @property
     def workspace_id(self) -> str:
         """The deployment's workspace; in a run, the one `setup_for_execution` bound the run to."""
-        workspace = deployment_workspace()
+        return self._bound(deployment_workspace())
+
+    def _bound(self, workspace: str) -> str:
         if self._bound_workspace is not None and self._bound_workspace != workspace:
             raise WorkspaceNotThisDeploymentError(
                 f"this run was bound to workspace {self._bound_workspace!r}, but the process now acts "
@@ -81,11 +83,16 @@ class DuckLakeResource(ConfigurableResource):
         from dpone_dagster.lake import duck
         from dpone_dagster.lake.guard.connection import GuardedConnection
         from dpone_dagster.lake.guard.statement import quote_ident
+        from dpone_dagster.lake.resolution.seam import resolve
 
-        resolved = self.resolve(lake, targets, reads)
-        conn = duck.connect()
+        config = self._config()
+        # the deployment's workspace without `deployment_workspace()`'s confinement check: resolve()
+        # makes that check itself for every fork (lake/resolution/fork.py), so the path makes it once
+        workspace = self._bound(config.workspace)
+        resolved = resolve(workspace, lake, config=config, targets=targets, reads=reads)
+        conn, warnings = resolved.open(extensions=duck.DEFAULT_EXTENSIONS)  # closed there if apply fails
         try:
-            for warning in resolved.apply(conn):
+            for warning in warnings:
                 get_dagster_logger().warning(warning)
             conn.execute(f"USE {quote_ident(resolved.alias)}")
             yield GuardedConnection.for_lake(conn, resolved)  # every user SQL text: sql_guard

@@ -365,30 +365,6 @@ def confine(
     return mine, kept, warnings
 
 
-_WARNED: set[tuple[str, str]] = set()
-
-
-def s3_access_warning(storage, data_path: str, access: str) -> str | None:
-    """The warning for an `s3://` path whose `read`/`fork` credentials are not configured (the
-    lake's own credentials are used instead); logged once per process and path."""
-    from dpone_dagster.config import StorageConfig
-    from dpone_dagster.lake.resolution.attach import s3_credential_envs
-
-    if not data_path.startswith("s3://") or access == "owner":
-        return None
-    if s3_credential_envs(storage or StorageConfig(), access):
-        return None
-    kind = "read_only_key_id_env/read_only_secret_env" if access == "read" else "fork_key_id_env/fork_secret_env"
-    message = (
-        f"storage of {data_path} has no {kind}: the lake's own (writer) S3 credentials are used, so "
-        "S3 does not refuse writes there from this fork (see docs/forks.md, read-only ancestors)"
-    )
-    if (data_path, access) not in _WARNED:
-        _WARNED.add((data_path, access))
-        log.warning(message)
-    return message
-
-
 def has_roles(conn, workspace_ids: Sequence[str]) -> bool:
     """True while some role provisioned for one of `workspace_ids` has not been dropped."""
     query = sa.select(role_table.c.role_name).where(role_table.c.workspace_id.in_(list(workspace_ids)))

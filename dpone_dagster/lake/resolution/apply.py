@@ -1,8 +1,11 @@
 """`ResolvedLake`: how one workspace attaches one lake, as statements, and how they are applied.
 
-Built by `resolve.root_resolution` (the root, or a lake a fork shares) and by `fork_plan` (a fork).
-`statements()` redacts credentials by default; only `apply()` (or `statements(redact=False)`)
-reads them, at that moment, from the referenced environment variables.
+Built by `root_resolution` here (the root, or a lake a fork shares) and by the fork builder
+(`fork.py`). Its data is `plan.LakePlan` (a value: what the builder read, in one pass); this module
+only runs it, and what `apply()` may re-check (the incarnation fence, where a missing table is
+recorded) is data in the plan, never a call-back into the builder. `statements()` redacts
+credentials by default; only `apply()` (or `statements(redact=False)`) reads them, at that moment,
+from the referenced environment variables.
 
 What a reader could get wrong: the target is attached with a plain `ATTACH` (never `IF NOT
 EXISTS`, which would silently keep whatever is attached under the alias, and the job would read
@@ -18,8 +21,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
 
@@ -28,23 +30,23 @@ from dpone_dagster.errors import LakeError
 from dpone_dagster.lake.guard.statement import CredentialResolver, Statement, quote_ident, sql_string
 from dpone_dagster.lake.resolution.attach import (
     COMMIT_RETRY,
-    CatalogLocation,
     absolute_data_path,
     attach_statement,
     catalog_location,
     normalize_options,
     storage_secret_statement,
 )
-from dpone_dagster.lake.resolution.naming import lake_alias
-from dpone_dagster.lake.resolution.parent_views import defer_parent_views
+from dpone_dagster.lake.resolution.naming import lake_alias, metadata_catalog
+from dpone_dagster.lake.resolution.parent_views import create_views, defer_parent_views
 from dpone_dagster.lake.resolution.plan import (
-    DEFAULT_SCHEMA,
     LIVE_VIEWS_SQL,
-    DeferPlan,
+    LakePlan,
     LiveViews,
     TableName,
 )
-from dpone_dagster.lake.resolution.views import View
+from dpone_dagster.lake.resolution.views import View, view_statements
+from dpone_dagster.lake.state.registry import require_current
+from dpone_dagster.lake.state.tracking import mark_missing
 
 log = logging.getLogger(__name__)
 
@@ -65,21 +67,6 @@ ATTACH_MARK_VARIABLE = "__dpone_attach_{alias}"
 database oid (a digest and a number, no secret): a later `apply()` reuses exactly that attach."""
 
 
-@dataclass(frozen=True)
-class AncestorAttach:
-    """One READ_ONLY ancestor attach; `statements` are its storage secret (if any) and ATTACH."""
-
-    workspace_id: str
-    alias: str
-    statements: tuple[Statement, ...]
-
-
-def metadata_catalog(alias: str, metadata_catalog_option: object = None) -> str:
-    """The name under which DuckLake attaches the catalog database of the lake attached as `alias`:
-    the `METADATA_CATALOG` option when given, else DuckLake's default `__ducklake_metadata_<alias>`."""
-    return str(metadata_catalog_option) if metadata_catalog_option else f"__ducklake_metadata_{alias}"
-
-
 def live_views_in_session(conn, catalog: str) -> dict[TableName, str]:
     """The live views of a DuckDB-file DuckLake, read in this session through `catalog`, the
     metadata catalog DuckLake attached for it (see `metadata_catalog`)."""
@@ -95,46 +82,18 @@ def live_views_in_session(conn, catalog: str) -> dict[TableName, str]:
     return {TableName(schema, view): sql for schema, view, sql in rows}
 
 
-@dataclass(frozen=True)
-class ResolvedLake:
-    """How one workspace attaches one lake. Holds no credential, only references to them."""
-
-    alias: str
-    workspace_id: str
-    lake: str
-    fork_mode: bool
-    namespace: str
-    data_path: str
-    catalog: CatalogLocation
-    base_catalog: CatalogLocation
-    setup: tuple[Statement, ...]
-    target: Statement
-    ancestors: tuple[AncestorAttach, ...] = ()
-    defer: DeferPlan = DeferPlan()
-    warnings: tuple[str, ...] = ()
-    targets: tuple[TableName, ...] = field(default=())
-    live: LiveViews | None = field(default=None, compare=False, repr=False)
-    """The fork's live views when resolution already knew them (PostgreSQL answers them in the
-    same round trip as its ancestor check); None means read them from the attached catalog."""
-    read_live: Callable[[], LiveViews] | None = field(default=None, compare=False, repr=False)
-    """Reads the live views without a session (opens the fork catalog apart); inspection only."""
-    metadata_catalog: str = ""
-    """Where the session finds the fork's catalog tables once attached (DuckDB-file catalogs)."""
-    on_missing: Callable[[Sequence[View]], None] | None = field(default=None, compare=False, repr=False)
-    """Told which defer views lost their source (the owner's table no longer exists); fork
-    resolution records those tables as `missing`."""
-    fence: Callable[[], None] | None = field(default=None, compare=False, repr=False)
-    """Raises when the fork's incarnation is no longer the current, active one (dropping, dropped
-    or re-created since this plan was made); `apply()` calls it before attaching anything when the
-    plan is older than `FENCE_GRACE_S`, so a plan held across a drop (dbt applies one plan per
-    connection) cannot re-create the namespace. A younger plan read the same state when it was made."""
-    planned_at: float = field(default_factory=time.monotonic, compare=False, repr=False)
+class ResolvedLake(LakePlan):
+    """How one workspace attaches one lake (`plan.LakePlan`, its data), and how it is applied.
+    Holds no credential, only references to them; built by the fork builder or `root_resolution`."""
 
     @cached_property
     def _planned_live(self) -> LiveViews:
         if self.live is not None:
             return self.live
-        return self.read_live() if self.read_live is not None else {}
+        if self.live_from is None:
+            return {}
+        adapter, namespace = self.live_from
+        return {TableName(schema, name): sql for schema, name, sql in adapter.live_views(namespace)}
 
     @property
     def transition(self) -> tuple[TableName, ...]:
@@ -150,15 +109,6 @@ class ResolvedLake:
         names = self.transition if transition is None else transition
         return [Statement.of(f"DROP VIEW {name.qualified(self.alias)}") for name in names]
 
-    def _view_statements(self, views: Sequence[View]) -> list[Statement]:
-        if not views:
-            return []
-        schemas = sorted({view.name.schema for view in views} - {DEFAULT_SCHEMA})
-        body = [
-            Statement.of(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(self.alias)}.{quote_ident(s)}") for s in schemas
-        ] + [Statement.of(view.create_sql(self.alias)) for view in views]
-        return [Statement.of("BEGIN TRANSACTION"), *body, Statement.of("COMMIT")]
-
     def plan(self) -> list[Statement]:
         ancestor_statements = [s for a in self.ancestors for s in a.statements]
         return [
@@ -167,7 +117,7 @@ class ResolvedLake:
             self.target_attach,
             *self._drop_statements(),
             *ancestor_statements,
-            *self._view_statements(self.views),
+            *view_statements(self.alias, self.views),
         ]
 
     def statements(self, *, redact: bool = True, credentials: CredentialResolver | None = None) -> list[str]:
@@ -187,7 +137,7 @@ class ResolvedLake:
 
         warnings = list(self.warnings)
         if self.fence is not None and time.monotonic() - self.planned_at > FENCE_GRACE_S:
-            self.fence()
+            require_current(self.fence)
         load_extensions(conn, self.extensions)  # postgres_scanner / httpfs only when the plan needs them
         self._prepare_local_paths()
         for statement in (*COMMIT_RETRY, *self.setup):  # commit conflicts are retried (attach.py)
@@ -213,7 +163,7 @@ class ResolvedLake:
         # a per-partition view with no owning ancestor reads only the fork's own table (its alias)
         views = [v for v in self.defer.views(live) if v.owner_alias in reachable or v.owner_alias == self.alias]
         try:
-            self._create_views(conn, views, credentials)
+            create_views(conn, self.alias, views)
         except Exception:
             kept, missing = _split_missing(conn, views)
             if not missing:
@@ -225,26 +175,14 @@ class ResolvedLake:
                 )
                 log.warning(message)
                 warnings.append(message)
-            if self.on_missing is not None:
-                self.on_missing(missing)
-            self._create_views(conn, kept, credentials)
+            if self.missing_marks is not None:
+                marks = self.missing_marks
+                mark_missing(marks.config, marks.lake, marks.owners(missing))
+            create_views(conn, self.alias, kept)
         if self.defer.parent_views is not None:  # untracked ancestor views (lake/resolution/parent_views.py)
             owners = [(a.workspace_id, a.alias) for a in self.ancestors if a.alias in reachable]
-            create = lambda found: self._create_views(conn, found, credentials)  # noqa: E731
-            warnings += defer_parent_views(conn, self.defer.parent_views, owners, live, create)
+            warnings += defer_parent_views(conn, self.defer.parent_views, owners, live, self.alias)
         return warnings
-
-    def _create_views(self, conn, views: Sequence[View], credentials: CredentialResolver | None) -> None:
-        """All views in one transaction (one catalog commit), rolled back as a whole on failure."""
-        statements = self._view_statements(views)
-        if not statements:
-            return
-        try:
-            for statement in statements:
-                _run(conn, statement, credentials)
-        except Exception:
-            conn.execute("ROLLBACK")
-            raise
 
     @property
     def target_attach(self) -> Statement:
@@ -323,15 +261,20 @@ class ResolvedLake:
 
     def connect(self, *, credentials: CredentialResolver | None = None):
         """A new `duck.connect()` connection with just the needed extensions, plan applied."""
-        from dpone_dagster.lake.duck import connect
+        return self.open(credentials=credentials)[0]
 
-        conn = connect(extensions=self.extensions)
+    def open(self, *, extensions: Sequence[str] | None = None, credentials: CredentialResolver | None = None):
+        """(a new `duck.connect()` connection with the plan applied, the warnings `apply()` met);
+        `extensions` loads more than the plan needs (the resource's: `duck.DEFAULT_EXTENSIONS`)."""
+        from dpone_dagster.lake import duck
+
+        conn = duck.connect(extensions=self.extensions if extensions is None else extensions)
         try:
-            self.apply(conn, credentials=credentials)
+            warnings = self.apply(conn, credentials=credentials)
         except BaseException:
             conn.close()
             raise
-        return conn
+        return conn, warnings
 
     def _prepare_local_paths(self) -> None:
         if self.catalog.kind in ("duckdb", "sqlite"):

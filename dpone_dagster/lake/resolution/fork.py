@@ -16,10 +16,15 @@ forks stay isolated), unless its lake is stamped shared. Then:
 4. targets that are live views in the fork are dropped right after the target attach.
 
 Cost: the control store answers in five queries (chain, settings, own partitions, tracking, pins)
-and each distinct catalog database in one connection, so resolution grows with chain depth, never with the number of tables;
-with a read set the tracking query returns only the read tables' rows (filtered in SQL), so the
-plan's rows grow with what the job reads, not with what the ancestors own. A DuckDB-file
-fork catalog is not opened here at all: `apply()` reads its live views after attaching it.
+and each distinct catalog database in one connection, so resolution grows with chain depth, never
+with the number of tables; with a read set the tracking query returns only the read tables' rows
+(filtered in SQL), so the plan's rows grow with what the job reads, not with what the ancestors
+own. A DuckDB-file fork catalog is not opened here at all: `apply()` reads its live views after
+attaching it.
+
+The builder reads each source once, in one pass (the chain view's fields, never its methods; the
+catalogs; the ledger), and everything it derives from them is a value (`owners.py`, `plan.py`,
+`attach.py`, `naming.py`): `tests/lake/test_lake_path.py` fails when the path re-enters a module.
 
 What a reader could get wrong: the transition keys on the fork catalog's live views read when the
 plan is applied, not on recorded status (after a failed run the status cannot tell a defer view
@@ -36,13 +41,12 @@ from dataclasses import dataclass, field
 from dpone_dagster.config import DponeConfig, LakeConfig
 from dpone_dagster.confinement.status import check_fork_process
 from dpone_dagster.control.store import open_store
-from dpone_dagster.control.workspace_tables import is_current_incarnation
 from dpone_dagster.errors import LakeError
 from dpone_dagster.lake.catalogs import CatalogAdapters, CatalogUnreachableError
 from dpone_dagster.lake.guard.statement import Statement
-from dpone_dagster.lake.lifecycle.roles import confine, s3_access_warning
+from dpone_dagster.lake.lifecycle.roles import confine
 from dpone_dagster.lake.ports import CatalogFacts, Clock, LiveViewTriples, Namespace, utc_now
-from dpone_dagster.lake.resolution.apply import AncestorAttach, ResolvedLake, metadata_catalog, root_resolution
+from dpone_dagster.lake.resolution.apply import ResolvedLake, root_resolution
 from dpone_dagster.lake.resolution.attach import (
     ANCESTOR_OWNED_OPTIONS,
     FORK_RESERVED_OPTIONS,
@@ -55,19 +59,35 @@ from dpone_dagster.lake.resolution.attach import (
     storage_secret_statement,
     strip_options,
 )
-from dpone_dagster.lake.resolution.fork_catalog import fork_catalog_location, prepare_catalog_folder
+from dpone_dagster.lake.resolution.fork_catalog import fork_catalog_location
 from dpone_dagster.lake.resolution.naming import (
     ancestor_alias,
     fork_data_path,
     fork_metadata_schema,
     lake_alias,
+    metadata_catalog,
 )
 from dpone_dagster.lake.resolution.owners import nearest_owners
 from dpone_dagster.lake.resolution.partitions import PartitionView, partition_views
-from dpone_dagster.lake.resolution.plan import DeferPlan, DeferView, LiveViews, ParentViews, TableName
+from dpone_dagster.lake.resolution.plan import (
+    AncestorAttach,
+    DeferPlan,
+    DeferView,
+    IncarnationFence,
+    LiveViews,
+    MissingMarks,
+    ParentViews,
+    TableName,
+)
 from dpone_dagster.lake.resolution.reads import ReadSet, keep_read, tracked_for
-from dpone_dagster.lake.state.registry import CACHE, ForkDroppingError, NamespaceRecord, RegistrationCache, register
-from dpone_dagster.lake.state.tracking import WorkspaceLakeView, mark_missing, workspace_lake_view
+from dpone_dagster.lake.resolution.s3_access import s3_access_warning
+from dpone_dagster.lake.state.registry import (
+    CACHE,
+    NamespaceRecord,
+    RegistrationCache,
+    register,
+)
+from dpone_dagster.lake.state.tracking import WorkspaceLakeView, workspace_lake_view
 
 log = logging.getLogger(__name__)
 
@@ -261,19 +281,11 @@ def _partition_views(
     return partition_views(view.partitions, owners, own_alias)
 
 
-def _require_current(config: DponeConfig, workspace_id: str, incarnation: str) -> None:
-    with open_store(config.control_store).connect() as conn:
-        current = is_current_incarnation(conn, workspace_id, incarnation)
-    if not current:
-        raise ForkDroppingError(
-            f"workspace {workspace_id!r} was dropped (or re-created) after this plan was made; resolve again"
-        )
-
-
 def register_place(
     workspace_id: str, lake: str, own: LakeConfig, me: PhysicalLake, config: DponeConfig, ports: LakePorts
 ) -> None:
-    """Record the fork's own place in the cleanup ledger (before anything is created there)."""
+    """Record the fork's own place in the cleanup ledger (before anything is created there), then
+    create the folder of its own DuckDB catalog file: the ledger covers the folder before it exists."""
     record = NamespaceRecord(
         workspace_id=workspace_id,
         ducklake_name=lake,
@@ -289,6 +301,7 @@ def register_place(
         incarnation=me.incarnation,
         clock=ports.clock,
         cache=ports.registrations,
+        folder=me.namespace.catalog,
     )
 
 
@@ -331,8 +344,7 @@ def resolve_workspace_lake(
     for warning in warnings:
         log.warning(warning)
 
-    register_place(workspace_id, lake, own, me, config, ports)
-    prepare_catalog_folder(me.namespace.catalog)  # after registration: the ledger covers the folder before it exists
+    register_place(workspace_id, lake, own, me, config, ports)  # and the folder of its catalog file
     alias = lake_alias(lake)
     options = _target_options(me)
     *setup, target = secret_and_attach(me, alias, options)
@@ -360,13 +372,10 @@ def resolve_workspace_lake(
         warnings=tuple(warnings),
         targets=targets,
         live=None if facts.live_views is None else _by_name(facts.live_views),
-        read_live=lambda: _by_name(adapter.live_views(me.namespace)),
+        live_from=(adapter, me.namespace),
         metadata_catalog=metadata_catalog(alias, option_value(options, "METADATA_CATALOG")),
-        # a table a pinned owner created after the pin is absent at the pin, not gone from the owner
-        on_missing=lambda gone: mark_missing(
-            config, lake, sorted({(v.owner_workspace, v.source) for v in gone if v.owner_workspace not in view.pins})
-        ),
-        fence=lambda: _require_current(config, workspace_id, view.incarnation),
+        missing_marks=MissingMarks(config, lake, frozenset(view.pins)),
+        fence=IncarnationFence(config.control_store, workspace_id, view.incarnation),
     )
 
 

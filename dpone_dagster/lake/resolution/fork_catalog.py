@@ -9,7 +9,9 @@ parent's own folder could not be made writable alone.
 What a reader could get wrong: forks whose catalog was created *before* folders keep their file
 beside the parent's (`<stem>.ducklake`); the file's existence decides, so every process of such a
 fork (resolution, drop, ancestors' attaches) finds the same file. Such a fork cannot be confined;
-dropping and creating it again gives the new incarnation a folder (docs/forks.md).
+dropping and creating it again gives the new incarnation a folder (docs/forks.md). The folder is
+made by `lake/state/registry.py: prepare_catalog_folder`, right after the place is registered
+(`naming.is_own_folder` tells a folder of its own).
 """
 
 from __future__ import annotations
@@ -24,15 +26,3 @@ def fork_catalog_location(base: CatalogLocation, stem: str) -> CatalogLocation:
     """The catalog file of fork namespace `stem` whose parent's DuckDB catalog is `base`."""
     legacy = legacy_fork_catalog_file(base.target, stem)
     return CatalogLocation("duckdb", legacy if Path(legacy).exists() else fork_catalog_file(base.target, stem))
-
-
-def is_own_folder(catalog_file: Path) -> bool:
-    """True when `catalog_file` sits in a folder of its own (named like the file's stem)."""
-    return catalog_file.parent.name == catalog_file.name.removesuffix(".ducklake")
-
-
-def prepare_catalog_folder(catalog: CatalogLocation) -> None:
-    """Create the folder of a fork's own DuckDB catalog file (DuckDB creates the file, not its folder)."""
-    path = Path(catalog.target)
-    if catalog.kind == "duckdb" and is_own_folder(path):
-        path.parent.mkdir(parents=True, exist_ok=True)

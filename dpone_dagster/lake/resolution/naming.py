@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from pathlib import PurePosixPath
+from pathlib import PurePath, PurePosixPath
 
 from dpone_dagster.errors import LakeError
 
@@ -150,3 +150,14 @@ def fork_data_path(workspace_id: str, data_path: str, incarnation: str = "") -> 
         )
     prefix = fork_storage_prefix(workspace_id, data_path, incarnation)
     return f"{prefix}{under}/"
+
+
+def is_own_folder(catalog_file: PurePath) -> bool:
+    """True when `catalog_file` sits in a folder of its own (named like the file's stem)."""
+    return catalog_file.parent.name == catalog_file.name.removesuffix(".ducklake")
+
+
+def metadata_catalog(alias: str, metadata_catalog_option: object = None) -> str:
+    """The name under which DuckLake attaches the catalog database of the lake attached as `alias`:
+    the `METADATA_CATALOG` option when given, else DuckLake's default `__ducklake_metadata_<alias>`."""
+    return str(metadata_catalog_option) if metadata_catalog_option else f"__ducklake_metadata_{alias}"

@@ -1,4 +1,8 @@
-"""Defer views over the ancestors' *untracked* views: a parent's dbt view built from a terminal.
+"""Defer views in the session: created in one transaction, and those over the ancestors' *untracked*
+views (a parent's dbt view built from a terminal).
+
+`create_views` runs a plan's defer views (`apply.ResolvedLake.apply`); the rest of this module
+finds the ancestors' untracked views and creates them the same way.
 
 Tracked tables and views defer from the control store's tracking rows (`lake/resolution/fork.py`).
 A `dbt build` run from a terminal records no row, so without this a fork reads a parent's dbt view
@@ -20,15 +24,30 @@ What a reader could get wrong:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from dpone_dagster.lake.resolution.plan import DeferView, LiveViews, ParentViews, TableName
+from dpone_dagster.lake.resolution.views import View, view_statements
 
 log = logging.getLogger(__name__)
 
 _VIEWS_SQL = (
     "SELECT database_name, schema_name, view_name FROM duckdb_views() WHERE NOT internal AND database_name IN ({marks})"
 )
+
+
+def create_views(conn, alias: str, views: Sequence[View]) -> None:
+    """All views in one transaction (one catalog commit), rolled back as a whole on failure.
+    A view statement carries no credential, so it is run as rendered."""
+    statements = view_statements(alias, views)
+    if not statements:
+        return
+    try:
+        for statement in statements:
+            conn.execute(statement.render(redact=False))
+    except Exception:
+        conn.execute("ROLLBACK")
+        raise
 
 
 def untracked_parent_views(
@@ -54,19 +73,20 @@ def defer_parent_views(
     wanted: ParentViews,
     owners: Sequence[tuple[str, str]],
     live: LiveViews,
-    create: Callable[[Sequence[DeferView]], None],
+    alias: str,
 ) -> list[str]:
-    """Create them all in one transaction (`create`); when that fails, one by one, each failure a warning."""
+    """Create them all in the lake attached as `alias` in one transaction; when that fails, one by
+    one, each failure a warning."""
     views = untracked_parent_views(conn, wanted, owners, live)
     try:
-        create(views)
+        create_views(conn, alias, views)
         return []
     except Exception:
         pass
     warnings = []
     for view in views:
         try:
-            create([view])
+            create_views(conn, alias, [view])
         except Exception as exc:
             message = (
                 f"the view {view.source} of ancestor {view.owner_workspace!r} cannot be read from the "

@@ -1,4 +1,5 @@
-"""What a fork defers: table names, defer views and the plan that compares them with live views.
+"""What a fork defers: table names, defer views and the plan that compares them with live views;
+and `LakePlan`, the whole attach plan as data (`apply.ResolvedLake` runs it).
 
 A fork sees each upstream table it has not materialized itself through a view over the nearest
 ancestor that owns it. `DeferPlan.views` compares the views wanted with the ones live in the fork
@@ -13,11 +14,15 @@ new fork snapshot on every run.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
+from dpone_dagster.config import DponeConfig
 from dpone_dagster.errors import LakeError
-from dpone_dagster.lake.guard.statement import quote_ident
+from dpone_dagster.lake.guard.statement import Statement, quote_ident
+from dpone_dagster.lake.ports import CatalogPort, Namespace
+from dpone_dagster.lake.resolution.attach import CatalogLocation
 
 DEFAULT_SCHEMA = "main"
 SCD2_MARKER = "is_current"
@@ -160,3 +165,74 @@ def parse_targets(targets: Sequence[str]) -> tuple[TableName, ...]:
     if isinstance(targets, str):
         raise InvalidTargetError("targets is a sequence of table names, not one string")
     return tuple(sorted({TableName.parse(t) for t in targets}))
+
+
+@dataclass(frozen=True)
+class IncarnationFence:
+    """What `apply()` re-reads before attaching a plan held for a while (dbt applies one plan per
+    connection): that `incarnation` is still `workspace_id`'s current, active one."""
+
+    control_store: str
+    workspace_id: str
+    incarnation: str
+
+
+@dataclass(frozen=True)
+class MissingMarks:
+    """Where `apply()` records the defer views whose source is gone: the owners' tracking rows of
+    `lake`. An owner read at a pin (`pinned`) is skipped: a table it created after the pin is
+    absent at the pin, not gone from the owner."""
+
+    config: DponeConfig
+    lake: str
+    pinned: frozenset[str] = frozenset()
+
+    def owners(self, gone: Sequence[DeferView]) -> list[tuple[str, TableName]]:
+        return sorted({(v.owner_workspace, v.source) for v in gone if v.owner_workspace not in self.pinned})
+
+
+@dataclass(frozen=True)
+class AncestorAttach:
+    """One READ_ONLY ancestor attach; `statements` are its storage secret (if any) and ATTACH."""
+
+    workspace_id: str
+    alias: str
+    statements: tuple[Statement, ...]
+
+
+@dataclass(frozen=True)
+class LakePlan:
+    """How one workspace attaches one lake, as data: the statements, the defer plan and what `apply()`
+    re-checks. Holds no credential, only references to them. `apply.ResolvedLake` is this plan with
+    the code that runs it; the fork builder makes it from what it read in one pass."""
+
+    alias: str
+    workspace_id: str
+    lake: str
+    fork_mode: bool
+    namespace: str
+    data_path: str
+    catalog: CatalogLocation
+    base_catalog: CatalogLocation
+    setup: tuple[Statement, ...]
+    target: Statement
+    ancestors: tuple[AncestorAttach, ...] = ()
+    defer: DeferPlan = DeferPlan()
+    warnings: tuple[str, ...] = ()
+    targets: tuple[TableName, ...] = field(default=())
+    live: LiveViews | None = field(default=None, compare=False, repr=False)
+    """The fork's live views when resolution already knew them (PostgreSQL answers them in the
+    same round trip as its ancestor check); None means read them from the attached catalog."""
+    live_from: tuple[CatalogPort, Namespace] | None = field(default=None, compare=False, repr=False)
+    """Where to read the live views without a session (the fork catalog opened apart); inspection only."""
+    metadata_catalog: str = ""
+    """Where the session finds the fork's catalog tables once attached (DuckDB-file catalogs)."""
+    missing_marks: MissingMarks | None = field(default=None, compare=False, repr=False)
+    """Where defer views that lost their source (the owner's table no longer exists) are recorded
+    as `missing` (a fork's plan)."""
+    fence: IncarnationFence | None = field(default=None, compare=False, repr=False)
+    """The fork incarnation this plan was made for; `apply()` checks it is still the current, active
+    one before attaching anything when the plan is older than `FENCE_GRACE_S`, so a plan held across
+    a drop (dbt applies one plan per connection) cannot re-create the namespace. A younger plan read
+    the same state when it was made."""
+    planned_at: float = field(default_factory=time.monotonic, compare=False, repr=False)

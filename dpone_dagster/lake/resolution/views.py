@@ -15,9 +15,11 @@ every implementation is a frozen dataclass with a `replace` field.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
-from dpone_dagster.lake.resolution.plan import TableName
+from dpone_dagster.lake.guard.statement import Statement, quote_ident
+from dpone_dagster.lake.resolution.plan import DEFAULT_SCHEMA, TableName
 
 
 class View(Protocol):
@@ -49,3 +51,15 @@ class View(Protocol):
 
     def create_sql(self, alias: str) -> str:
         """The statement that creates (or re-points) the view in the fork catalog `alias`."""
+
+
+def view_statements(alias: str, views: Sequence[View]) -> list[Statement]:
+    """The statements that create `views` in the lake attached as `alias`: their schemas, then the
+    views, in one transaction (one catalog commit); none for no view."""
+    if not views:
+        return []
+    schemas = sorted({view.name.schema for view in views} - {DEFAULT_SCHEMA})
+    body = [Statement.of(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(alias)}.{quote_ident(s)}") for s in schemas] + [
+        Statement.of(view.create_sql(alias)) for view in views
+    ]
+    return [Statement.of("BEGIN TRANSACTION"), *body, Statement.of("COMMIT")]

@@ -26,6 +26,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
@@ -33,10 +34,13 @@ from sqlalchemy.engine import Connection, Engine
 from dpone_dagster.config import StorageConfig
 from dpone_dagster.control.lake_tables import fork_ducklake_namespace as ledger
 from dpone_dagster.control.lake_tables import fork_prefix_tombstone as tombstone_table
-from dpone_dagster.control.workspace_tables import touch_active_incarnation
+from dpone_dagster.control.store import open_store
+from dpone_dagster.control.workspace_tables import is_current_incarnation, touch_active_incarnation
 from dpone_dagster.errors import WorkspaceError
 from dpone_dagster.lake.ports import Clock, utc_now
 from dpone_dagster.lake.resolution.attach import CatalogLocation
+from dpone_dagster.lake.resolution.naming import is_own_folder
+from dpone_dagster.lake.resolution.plan import IncarnationFence
 
 REGISTRATION_TTL = timedelta(seconds=60)
 # StorageConfig fields added after ledger rows existed: omitted from `storage_json` while None
@@ -163,10 +167,21 @@ def register(
     incarnation: str = "",
     clock: Clock = utc_now,
     cache: RegistrationCache = CACHE,
+    folder: CatalogLocation | None = None,
 ) -> bool:
     """Upsert the row unless registered within the TTL. Returns True when the store was written.
+    `folder`: a fork's own DuckDB catalog file, whose folder is created once the place is registered.
 
     Refuses (`workspace.dropping`) when `incarnation` is no longer the fork's current, active one."""
+    written = _register(engine, record, incarnation, clock, cache)
+    if folder is not None:
+        prepare_catalog_folder(folder)
+    return written
+
+
+def _register(
+    engine: Engine, record: NamespaceRecord, incarnation: str, clock: Clock, cache: RegistrationCache
+) -> bool:
     store = str(engine.url)
     now = clock()
     if cache.fresh(store, record, now, incarnation):
@@ -182,6 +197,24 @@ def register(
             conn.execute(ledger.insert().values(**_location_values(record), schema_dropped=False))
     cache.remember(store, record, now, incarnation)
     return True
+
+
+def prepare_catalog_folder(catalog: CatalogLocation) -> None:
+    """Create the folder of a fork's own DuckDB catalog file (DuckDB creates the file, not its folder);
+    only after its place is registered, so the ledger covers the folder before it exists."""
+    path = Path(catalog.target)
+    if catalog.kind == "duckdb" and is_own_folder(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+
+def require_current(fence: IncarnationFence) -> None:
+    """Refuse (`workspace.dropping`) a plan whose fork was dropped or re-created since it was made."""
+    with open_store(fence.control_store).connect() as conn:
+        current = is_current_incarnation(conn, fence.workspace_id, fence.incarnation)
+    if not current:
+        raise ForkDroppingError(
+            f"workspace {fence.workspace_id!r} was dropped (or re-created) after this plan was made; resolve again"
+        )
 
 
 def records(conn: Connection, workspace_ids: Sequence[str]) -> list[NamespaceRecord]:
