@@ -86,14 +86,20 @@ def dbt_executable() -> str:
 
 
 def dbt_project_at(project_dir: str | Path, profiles_dir: str | Path | None = None) -> DbtProject:
-    """The `DbtProject` in `project_dir` (profiles.yml in `profiles_dir`, default the project folder)."""
+    """The `DbtProject` in `project_dir` (profiles.yml in `profiles_dir`, default the project folder).
+
+    Its target folder (manifest, partial parse, fingerprint, lock) is `DBT_TARGET_PATH` when that is
+    set, as for dbt itself and dagster-dbt's runs: a fork's confined processes cannot write the
+    project's own `target/`, and the launcher points `DBT_TARGET_PATH` at the fork's `dbt/target`."""
     project_dir = Path(project_dir).resolve()
     if not (project_dir / "dbt_project.yml").is_file():
         raise DbtProjectError(
             f"no dbt_project.yml in the dbt project folder {project_dir.name!r}", code="dbt.project_missing"
         )
     return DbtProject(
-        project_dir=project_dir, profiles_dir=Path(profiles_dir).resolve() if profiles_dir else project_dir
+        project_dir=project_dir,
+        profiles_dir=Path(profiles_dir).resolve() if profiles_dir else project_dir,
+        target_path=Path(os.environ.get("DBT_TARGET_PATH") or "target"),
     )
 
 
