@@ -56,7 +56,13 @@ from dpone_dagster.contracts.release_records import (
 from dpone_dagster.release.build.budget import require_within_budget
 from dpone_dagster.release.build.bundle import ReleaseBundle, deployment_projection, open_bundle
 from dpone_dagster.release.build.compose import require_authority
-from dpone_dagster.release.delivery.deployments import GENESIS, InstalledRelease, read_audit_log, read_deployment
+from dpone_dagster.release.delivery.deployments import (
+    GENESIS,
+    InstalledRelease,
+    read_audit_log,
+    read_deployment,
+    require_staged_exactly,
+)
 from dpone_dagster.release.delivery.deployments import read_document as _read_document
 from dpone_dagster.release.delivery.member_pages import Listed, record_documents
 from dpone_dagster.release.errors import ActivationError, DurabilityUncertainError, IntegrityError, RegistryError
@@ -157,7 +163,7 @@ class ReleaseCache:
             for path, data in record.pages.items():
                 self.files.write_new(staging / path, data)
             self.files.write_new(staging / "deployment.json", record.data)
-            _require_staged_exactly(staging, bundle, record)
+            require_staged_exactly(staging, bundle, record)
             self.files.make_dirs(final.parent)
             self.files.rename_new(staging, final)
         except FileExistsError:
@@ -454,26 +460,3 @@ class ReleaseCache:
 
     def _recovery_required(self, why: str) -> ActivationError:
         return ActivationError("release.activation_recovery_required", f"{why}; run activation recovery")
-
-
-def _require_staged_exactly(staging: Path, bundle: ReleaseBundle, record: Listed) -> None:
-    """Reread the staged deployment: exactly the verified bundle's members, the record and its pages, byte for byte.
-
-    `bundle` was fully verified (`open_bundle`) and `record` built from it, so equal bytes on disk are
-    a deployment `read_deployment` accepts; comparing them file by file keeps one file in memory at a
-    time instead of a second verified copy of the whole release (10,000 workloads: ~50,000 members).
-    """
-    expected = {"deployment.json": record.data, **record.pages}
-    expected.update((f"members/{path}", data) for path, data in bundle.members.items())
-    found = 0
-    for item in staging.rglob("*"):
-        if item.is_dir():
-            continue
-        relative = item.relative_to(staging).as_posix()
-        if relative not in expected or item.read_bytes() != expected[relative]:
-            raise IntegrityError(
-                "release.integrity_mismatch", "the staged deployment differs from the verified release"
-            )
-        found += 1
-    if found != len(expected):
-        raise IntegrityError("release.integrity_mismatch", "the staged deployment lacks a file of the verified release")
