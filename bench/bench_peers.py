@@ -115,7 +115,7 @@ class Project:
         return next(self.dbt_dir.glob(f"models/**/{self.model}.sql"))
 
 
-def _synthetic_project(work: Path) -> Project:
+def synthetic_project(work: Path) -> Project:
     """A copy of dbt_project_synthetic under its own project root (the repository's stays untouched)."""
     root = work / "p10"
     dbt_dir = root / "dbt"
@@ -184,7 +184,16 @@ _LAKE_PATHS = (
 )
 
 
-def _prepare(project: Project, work: Path) -> Path:
+def prod_lake_paths(project: Project, work: Path) -> tuple[str, str]:
+    """prod's DuckLake catalog and data path (as the configuration names them)."""
+    found = subprocess.run(
+        [sys.executable, "-c", _LAKE_PATHS], env=_env(project, work), capture_output=True, text=True, check=True
+    )
+    catalog, data_path = json.loads(found.stdout)
+    return catalog, data_path
+
+
+def prepare(project: Project, work: Path) -> Path:
     """prod built through Dagster, its manifest kept as the defer state, the fork created, the
     baseline's profile written; returns the defer state folder."""
     prod = _env(project, work)
@@ -193,8 +202,7 @@ def _prepare(project: Project, work: Path) -> Path:
     state.mkdir()
     shutil.copy(project.dbt_dir / "target" / "manifest.json", state / "manifest.json")
     _run([str(BIN / "dpone"), "fork", "create", FORK, "--parent", "prod"], prod)
-    found = subprocess.run([sys.executable, "-c", _LAKE_PATHS], env=prod, capture_output=True, text=True, check=True)
-    catalog, data_path = json.loads(found.stdout)
+    catalog, data_path = prod_lake_paths(project, work)
     dev = work / "dev"
     dev.mkdir()
     (work / "profiles").mkdir()
@@ -359,8 +367,26 @@ def _sqlmesh(project: Project, work: Path) -> tuple[Callable[[], float], Path] |
     return plan_dev, next(copy.glob(f"models/**/{project.model}.sql"))
 
 
+def warm_fork_webserver(project: Project, work: Path):
+    """A webserver for the fork with the warm run launcher, in a fork home as `dpone dev` writes it
+    (sync coordinator), confined as `dpone dev` confines it (the launcher starts no worker unconfined).
+    A context manager (`bench.screenshots.running_webserver`); its home is `work / "home_warm_ui"`."""
+    from bench.screenshots import running_webserver, session_workspace
+    from dpone_dagster.workspaces.dagster_home import WARM_RUNS_YAML
+
+    warm_home = work / "home_warm_ui"
+    return running_webserver(
+        session_workspace(warm_home / "workspace.yaml"),
+        dagster_home=warm_home,
+        env=_env(project, work, FORK),
+        inherit_env=False,
+        instance_yaml=WARM_RUNS_YAML + "telemetry:\n  enabled: false\n",
+        command_prefix=CONFINED,
+    )
+
+
 def measure(project: Project, work: Path, with_ui: bool = True) -> dict[str, list[float]]:
-    state = _prepare(project, work)
+    state = prepare(project, work)
     commands = _commands(project, work, state)
     edit = Editor(project.anchor, [project.model_file])
     sqlmesh = _sqlmesh(project, work)
@@ -371,7 +397,6 @@ def measure(project: Project, work: Path, with_ui: bool = True) -> dict[str, lis
     launched: list[str] = []  # the path each warm-launcher run took (its `dpone/run_launcher` tag)
     if with_ui:
         from bench.screenshots import running_webserver, session_workspace
-        from dpone_dagster.workspaces.dagster_home import WARM_RUNS_YAML
 
         env = _env(project, work, FORK)
         shown = subprocess.run(
@@ -388,17 +413,7 @@ def measure(project: Project, work: Path, with_ui: bool = True) -> dict[str, lis
         )
         servers.append(server_cm)
         commands["graphql"] = _graphql(server_cm.__enter__(), project)
-        # the same through the warm run launcher, in a fork home as `dpone dev` writes it (sync coordinator),
-        # the webserver confined as `dpone dev` confines it (the launcher starts no worker unconfined)
-        warm_home = work / "home_warm_ui"
-        warm_cm = running_webserver(
-            session_workspace(warm_home / "workspace.yaml"),
-            dagster_home=warm_home,
-            env=env,
-            inherit_env=False,
-            instance_yaml=WARM_RUNS_YAML + "telemetry:\n  enabled: false\n",
-            command_prefix=CONFINED,
-        )
+        warm_cm = warm_fork_webserver(project, work)
         servers.append(warm_cm)
         commands["graphql_warm"] = _graphql(warm_cm.__enter__(), project, launched)
     times: dict[str, list[float]] = {name: [] for name in commands}
@@ -453,7 +468,7 @@ def run() -> list[dict[str, object]]:
     for models in SIZES:
         work = Path(tempfile.mkdtemp(prefix=f"dpone_peers_{models}_"))
         try:
-            project = _synthetic_project(work) if models == 10 else _generated_project(work, models)
+            project = synthetic_project(work) if models == 10 else _generated_project(work, models)
             times = measure(project, work, with_ui=os.environ.get("DPONE_BENCH_PEERS_UI", "1") == "1")
             if os.environ.get("DPONE_BENCH_PEERS_DUMP"):
                 Path(f"{os.environ['DPONE_BENCH_PEERS_DUMP']}.{models}.json").write_text(json.dumps(times))
