@@ -30,6 +30,7 @@ MEANINGS: Mapping[str, str] = {
     "admission.task_shape_invalid": "A pre-hook task must keep publish_xcom=false and name its hook; the task as asked was denied.",
     "admission.unknown_family": "The installed release belongs to no family the standard runtime knows; every task is denied.",
     "admission.unknown_task": "The task is not a member of the installed release; it was denied.",
+    "admission.view_unauthenticated": "The release view handed to admission was not made from a verified release in this process (built by hand, or changed after); every task is denied.",
     "config.dbt_project_unset": "No dbt project is configured: set dbt_project_dir in dpone.yaml (or [tool.dpone]); it has no default.",
     "config.branch_unidentified": "A branch deployment has neither DAGSTER_CLOUD_GIT_BRANCH nor DAGSTER_CLOUD_PULL_REQUEST_ID, so its fork cannot be named.",
     "config.branch_workspace_conflict": "A branch deployment's workspace is its own branch fork, but DPONE_WORKSPACE names another; unset one.",

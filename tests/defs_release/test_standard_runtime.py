@@ -410,12 +410,12 @@ def test_every_runtime_code_is_documented():
 def test_synthetic_family_admission_is_narrow(task, synthetic_target, outcome):
     from datetime import UTC, datetime
 
-    from dpone_dagster.release.runtime.admission import AdmissionView, RuntimeTask, admit
+    from dpone_dagster.release.runtime.admission import RuntimeTask, admit, sealed_view
 
     members = frozenset(
         {RuntimeTask(TaskKind.ORDINARY, "flow_a"), RuntimeTask(TaskKind.PRE_HOOK, "flow_a", "flow_a.prepare")}
     )
-    view = AdmissionView("sha256:" + "0" * 64, "synthetic", None, 0, members)
+    view = sealed_view("sha256:" + "0" * 64, "synthetic", None, 0, members)
     kind, workload, hook, xcom = task
     decision = admit(
         view,
@@ -426,7 +426,7 @@ def test_synthetic_family_admission_is_narrow(task, synthetic_target, outcome):
     )
     assert (decision.reason if isinstance(decision.reason, str) else decision.reason.value) == outcome
     assert decision.admitted is (outcome == "admission.synthetic_admitted")
-    development = AdmissionView(view.release_id, "development", datetime(2999, 1, 1, tzinfo=UTC), 0, members)
+    development = sealed_view(view.release_id, "development", datetime(2999, 1, 1, tzinfo=UTC), 0, members)
     assert not admit(
         development,
         RuntimeTask(TaskKind.ORDINARY, "flow_a"),

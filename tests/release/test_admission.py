@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -16,7 +17,10 @@ from dpone_dagster.release.runtime.admission import (
     TaskKind,
     admission_view,
     admit,
+    sealed_view,
+    view_is_sealed,
 )
+from dpone_dagster.release.runtime.synthetic_release import SyntheticBundle
 from tests.release.fabricated import SyntheticTarget, synthetic_release
 
 NOW = datetime(2026, 1, 5, 10, 0, tzinfo=UTC)
@@ -74,7 +78,7 @@ def test_unknown_tasks_and_bad_pre_hook_shapes_are_denied(view):
 
 
 def test_a_release_of_an_unknown_family_is_denied(view):
-    other = AdmissionView(view.release_id, "production", EXPIRES, 0, view.tasks)
+    other = sealed_view(view.release_id, "production", EXPIRES, 0, view.tasks)
     assert admit(other, every_task(view)[0], now=NOW, current_revocation_epoch=0).reason is DenialReason.UNKNOWN_FAMILY
 
 
@@ -113,3 +117,32 @@ def test_the_launcher_denies_before_init_fetch_credentials_source_or_writer(view
         assert raised.value.denial.task == task
     assert len(denials) == len(view.tasks)
     assert {name: spy.calls for name, spy in spies.items()} == {name: [] for name in spies}
+
+
+class SyntheticTargetHere:
+    def synthetic_target(self) -> bool:
+        return True
+
+
+def test_a_hand_built_or_relabelled_view_is_denied_before_any_port(view):
+    """A development release's id and tasks relabelled `synthetic` would be admitted if admission trusted
+    the view it is handed; only a view sealed by a verified reader of this process is read."""
+    ordinary = next(task for task in every_task(view) if task.kind is TaskKind.ORDINARY)
+    spies = {name: Spy() for name in ("init_fetcher", "credentials", "sources", "writers")}
+    launcher = StandardRuntimeLauncher(clock=FixedClock(NOW), epochs=Epochs(), target=SyntheticTargetHere(), **spies)
+    hand_built = AdmissionView(view.release_id, "synthetic", None, 0, view.tasks)
+    relabelled = dataclasses.replace(view, authority_family="synthetic", authority_expires_at=None)
+    for forged in (hand_built, relabelled):
+        assert not view_is_sealed(forged)
+        with pytest.raises(ExecutionDeniedError) as raised:
+            launcher.launch(forged, ordinary)
+        assert raised.value.denial.reason is DenialReason.VIEW_UNAUTHENTICATED
+    assert {name: spy.calls for name, spy in spies.items()} == {name: [] for name in spies}
+    # the same fields sealed by the reader are admitted: the seal is the only difference
+    sealed = sealed_view(view.release_id, "synthetic", None, 0, view.tasks)
+    assert admit(sealed, ordinary, now=NOW, current_revocation_epoch=0, synthetic_target=True).admitted
+
+
+def test_a_synthetic_bundle_built_by_hand_gives_an_unsealed_view(view):
+    hand_built = SyntheticBundle(view.release_id, parent=None, ordinary=(), members={})  # type: ignore[arg-type]
+    assert not view_is_sealed(hand_built.admission_view())

@@ -12,6 +12,12 @@ access or writer issuance; only a grant goes on, through those four injected por
 init-fetch says which connection aliases and release files the task needs, each alias's credential
 is resolved, each file is read, and the issued writer runs the statements.
 
+A view is sealed by the reader that made it from a verified release (`sealed_view`: an HMAC under a
+key drawn when this module is imported, held in this process's memory only, as receipt seals are).
+`admit` denies every task of an unsealed or altered view first (`admission.view_unauthenticated`): a
+view built by hand, or copied with `dataclasses.replace` (say, a development release's id and tasks
+relabelled `synthetic`), never reaches the synthetic grant and so never runs development SQL.
+
 What a reader could get wrong: expiry and revocation do not make a release unreadable. They change
 the denial reason (and block new delivery attempts elsewhere); the installed bytes, the audit log
 and the state history stay readable as historical evidence. And a grant is never a development
@@ -22,6 +28,9 @@ accepts.
 from __future__ import annotations
 
 import enum
+import hashlib
+import hmac
+import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -62,9 +71,48 @@ class AdmissionView:
     authority_expires_at: datetime | None
     revocation_epoch: int
     tasks: frozenset[RuntimeTask] = field(default_factory=frozenset)
+    seal: bytes = field(default=b"", compare=False, repr=False)
+    """Set by `sealed_view` only; `admit` denies a view whose seal does not match its fields."""
+
+
+_VIEW_SEAL_KEY = secrets.token_bytes(32)
+_VIEW_SEAL_DOMAIN = b"dpone.admission-view-seal.v1\x00"
+
+
+def _view_mac(view: AdmissionView) -> bytes:
+    expires = format_timestamp(view.authority_expires_at) if view.authority_expires_at is not None else ""
+    tasks = sorted((t.kind.value, t.workload_id, t.hook_id or "", str(t.publish_xcom)) for t in view.tasks)
+    fields = [view.release_id, view.authority_family, expires, str(view.revocation_epoch)]
+    fields += ["\x1f".join(task) for task in tasks]
+    body = _VIEW_SEAL_DOMAIN + "\x00".join(fields).encode("utf-8")
+    return hmac.new(_VIEW_SEAL_KEY, body, hashlib.sha256).digest()
+
+
+def sealed_view(
+    release_id: str,
+    authority_family: str,
+    authority_expires_at: datetime | None,
+    revocation_epoch: int,
+    tasks: frozenset[RuntimeTask],
+) -> AdmissionView:
+    """The one way a verified release's reader makes the view admission accepts."""
+    view = AdmissionView(release_id, authority_family, authority_expires_at, revocation_epoch, frozenset(tasks))
+    return AdmissionView(
+        release_id, authority_family, authority_expires_at, revocation_epoch, view.tasks, seal=_view_mac(view)
+    )
+
+
+def view_is_sealed(view: object) -> bool:
+    """True only for a view `sealed_view` made in this process whose fields have not changed since."""
+    return (
+        isinstance(view, AdmissionView)
+        and isinstance(view.seal, bytes)
+        and hmac.compare_digest(view.seal, _view_mac(view))
+    )
 
 
 class DenialReason(enum.StrEnum):
+    VIEW_UNAUTHENTICATED = "admission.view_unauthenticated"
     DEVELOPMENT_DORMANT = "admission.development_dormant"
     AUTHORITY_EXPIRED = "admission.authority_expired"
     AUTHORITY_REVOKED = "admission.authority_revoked"
@@ -75,6 +123,9 @@ class DenialReason(enum.StrEnum):
 
 
 _REASON_TEXT = {
+    DenialReason.VIEW_UNAUTHENTICATED: (
+        "the release view was not made from a verified release in this process (built by hand, or changed after)"
+    ),
     DenialReason.DEVELOPMENT_DORMANT: (
         "development releases are delivered dormant; the standard runtime executes none of their tasks"
     ),
@@ -146,7 +197,9 @@ def admit(
     synthetic_target: bool = False,
 ) -> AdmissionDecision:
     """Decide admission of `task`. Every development-family task is denied; the reason is the most specific."""
-    if release.authority_family == SYNTHETIC_FAMILY:
+    if not view_is_sealed(release):
+        reason = DenialReason.VIEW_UNAUTHENTICATED
+    elif release.authority_family == SYNTHETIC_FAMILY:
         reason = _synthetic_reason(release, task, synthetic_target=synthetic_target)
         if reason is None:
             return AdmissionGrant(release_id=release.release_id, task=task)
@@ -297,10 +350,6 @@ def admission_view(bundle: ReleaseBundle, *, authority_expires_at: datetime, rev
         tasks.update(
             RuntimeTask(TaskKind.PRE_HOOK, workload.pack_id, hook.hook_id, hook.publish_xcom) for hook in workload.hooks
         )
-    return AdmissionView(
-        release_id=bundle.release_id,
-        authority_family=bundle.parent.authority_family,
-        authority_expires_at=authority_expires_at,
-        revocation_epoch=revocation_epoch,
-        tasks=frozenset(tasks),
+    return sealed_view(
+        bundle.release_id, bundle.parent.authority_family, authority_expires_at, revocation_epoch, frozenset(tasks)
     )

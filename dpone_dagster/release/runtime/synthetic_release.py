@@ -27,7 +27,7 @@ import json
 import shutil
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
@@ -39,7 +39,13 @@ from dpone_dagster.contracts.flows import CapturedWorkload
 from dpone_dagster.contracts.identity import digest
 from dpone_dagster.contracts.release_documents import ORDINARY_CONSTITUENT_KIND, SyntheticCompositionV3
 from dpone_dagster.release.build.bundle import PARENT_PATH, content_sha256, ordinary_path, sidecar_path
-from dpone_dagster.release.runtime.admission import SYNTHETIC_FAMILY, AdmissionView, RuntimeTask, TaskKind
+from dpone_dagster.release.runtime.admission import (
+    SYNTHETIC_FAMILY,
+    AdmissionView,
+    RuntimeTask,
+    TaskKind,
+    sealed_view,
+)
 
 CAMPAIGN_ID = "embedded-runtime"
 SEED_ROWS = 240
@@ -71,6 +77,8 @@ class SyntheticBundle:
     parent: SyntheticCompositionV3
     ordinary: tuple[CapturedWorkload, ...]
     members: Mapping[str, bytes]
+    verified_view: AdmissionView | None = field(default=None, compare=False, repr=False)
+    """Sealed by `open_synthetic_bundle` after every byte verified; a bundle built by hand has none."""
 
     def constituent_of(self, pack_id: str) -> str:
         for workload in self.ordinary:
@@ -79,14 +87,20 @@ class SyntheticBundle:
         raise SyntheticReleaseError("runtime.synthetic_release_invalid", "no workload of this release has that pack id")
 
     def admission_view(self) -> AdmissionView:
-        tasks = set()
-        for workload in self.ordinary:
-            tasks.add(RuntimeTask(TaskKind.ORDINARY, workload.pack_id))
-            tasks.update(
-                RuntimeTask(TaskKind.PRE_HOOK, workload.pack_id, hook.hook_id, hook.publish_xcom)
-                for hook in workload.hooks
-            )
-        return AdmissionView(self.release_id, SYNTHETIC_FAMILY, None, 0, frozenset(tasks))
+        """The sealed view `open_synthetic_bundle` made; a hand-built bundle gets an unsealed one (denied)."""
+        if self.verified_view is not None:
+            return self.verified_view
+        return AdmissionView(self.release_id, SYNTHETIC_FAMILY, None, 0, _tasks_of(self.ordinary))
+
+
+def _tasks_of(ordinary: tuple[CapturedWorkload, ...]) -> frozenset[RuntimeTask]:
+    tasks = set()
+    for workload in ordinary:
+        tasks.add(RuntimeTask(TaskKind.ORDINARY, workload.pack_id))
+        tasks.update(
+            RuntimeTask(TaskKind.PRE_HOOK, workload.pack_id, hook.hook_id, hook.publish_xcom) for hook in workload.hooks
+        )
+    return frozenset(tasks)
 
 
 def open_synthetic_bundle(members: Mapping[str, bytes], *, expected_release_id: str | None = None) -> SyntheticBundle:
@@ -127,9 +141,9 @@ def open_synthetic_bundle(members: Mapping[str, bytes], *, expected_release_id: 
         raise SyntheticReleaseError(
             "runtime.synthetic_release_invalid", "the release holds members its parent does not bind"
         )
-    return SyntheticBundle(
-        release_id, parent, tuple(sorted(workloads, key=lambda w: w.pack_id)), MappingProxyType(members)
-    )
+    ordinary = tuple(sorted(workloads, key=lambda w: w.pack_id))
+    view = sealed_view(release_id, SYNTHETIC_FAMILY, None, 0, _tasks_of(ordinary))
+    return SyntheticBundle(release_id, parent, ordinary, MappingProxyType(members), verified_view=view)
 
 
 def _workload(data: bytes | None, constituent_id: str) -> CapturedWorkload:
