@@ -112,7 +112,9 @@ with ExitStack() as stack:
             start = time.perf_counter()
             execute_dagster_graphql(context, query)
             seconds[name].append(time.perf_counter() - start)
-print(json.dumps({name: {"seconds": min(seconds[name]), "all": seconds[name], "nodes": nodes[name]} for name in contexts}))
+print(json.dumps({
+    name: {"seconds": min(seconds[name]), "all": seconds[name], "nodes": nodes[name]} for name in contexts
+}))
 """
 
 
@@ -197,7 +199,8 @@ def _location_rows(root: Path, work: Path) -> list[dict[str, object]]:
             f"once, not timed); CPU seconds (less skewed by other load) {cpu['dpone']:.2f} vs {cpu['bare']:.2f} = "
             f"{cpu['dpone'] / cpu['bare']:.2f}x; "
             f"dpone loads dpone_dagster.definitions: {last['assets']} assets (the dbt models through the fork-aware "
-            f"translator, plus the lake and release domains' assets, jobs, sensors) + {last['checks']} checks (each dbt "
+            f"translator, plus the lake and release domains' assets, jobs, sensors) + {last['checks']} checks "
+            "(each dbt "
             f"test, plus fork_staleness and diff_against_parent per table); bare loads one @dbt_assets over the same "
             f"manifest with dagster-dbt's defaults: {timings['bare'][-1]['assets']} assets + "
             f"{timings['bare'][-1]['checks']} checks (the dbt tests); " + _load_note(),

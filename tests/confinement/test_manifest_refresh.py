@@ -30,7 +30,8 @@ project = dbt_project_at({project!r})
 loaded = stored_fingerprint(project)
 manifest = manifest_for_run(project, loaded or "before-the-edit")
 node = manifest and manifest["nodes"].get("model.dbt_project_synthetic.daily_revenue")
-print(json.dumps({{"manifest": str(project.manifest_path), "edited": bool(node and "-- edited in the fork" in node["raw_code"])}}))
+edited = bool(node and "-- edited in the fork" in node["raw_code"])
+print(json.dumps({{"manifest": str(project.manifest_path), "edited": edited}}))
 """
 
 
@@ -53,7 +54,10 @@ def test_a_confined_fork_refreshes_the_manifest_in_its_own_target_after_an_edit(
         [
             sys.executable,
             "-c",
-            f"from dpone_dagster.integration.dbt.project import dbt_project_at, prepare_manifest; prepare_manifest(dbt_project_at({str(project)!r}))",
+            (
+                "from dpone_dagster.integration.dbt.project import dbt_project_at, prepare_manifest; "
+                f"prepare_manifest(dbt_project_at({str(project)!r}))"
+            ),
         ],
         cwd=project,
         env=base_env(forked.state_dir),

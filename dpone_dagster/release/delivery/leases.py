@@ -50,14 +50,42 @@ BREAK_COMMAND = "dpone release break-lease"
 
 class LeaseError(CodedError):
     codes = {
-        "release.publication_in_progress": "A publication or materialization holds a live registry lease; cleanup refused and removed nothing. Retry when it has finished (or its lease has expired).",
-        "release.cleanup_in_progress": "A cleanup holds a live registry lease; the publication or installation wrote nothing. Retry when the cleanup has finished.",
-        "release.lease_unreadable": "A registry lease object cannot be read; it is treated as held. Inspect and delete it under leases/ if no operation is running.",
-        "release.lease_unavailable": "The registry could not be reached to take or release a lease; nothing was changed.",
-        "release.lease_abandoned": "A live registry lease was left by a process that is provably gone (killed publish or install); nothing changed. Run 'dpone release break-lease <lease-id> --dry-run', then without --dry-run; a successful retry of the killed operation also releases it.",
-        "release.lease_not_found": "No registry lease has that id; nothing was broken. Copy the id from gc's release.lease_abandoned refusal, or list leases/ of the registry.",
-        "release.lease_holder_alive": "The lease's holder process still runs on this host; the lease was not broken. Wait for it to finish or stop that process.",
-        "release.lease_holder_unverifiable": "The lease's holder cannot be seen from this host (another host or pid namespace, or a lease that names no process); it was not broken. Run break-lease on the holder's host, or with --force once the lease has expired.",
+        "release.publication_in_progress": (
+            "A publication or materialization holds a live registry lease; cleanup "
+            "refused and removed nothing. Retry when it has finished (or its lease "
+            "has expired)."
+        ),
+        "release.cleanup_in_progress": (
+            "A cleanup holds a live registry lease; the publication or installation wrote "
+            "nothing. Retry when the cleanup has finished."
+        ),
+        "release.lease_unreadable": (
+            "A registry lease object cannot be read; it is treated as held. Inspect and "
+            "delete it under leases/ if no operation is running."
+        ),
+        "release.lease_unavailable": (
+            "The registry could not be reached to take or release a lease; nothing was changed."
+        ),
+        "release.lease_abandoned": (
+            "A live registry lease was left by a process that is provably gone (killed "
+            "publish or install); nothing changed. Run 'dpone release break-lease <lease-id> "
+            "--dry-run', then without --dry-run; a successful retry of the killed operation "
+            "also releases it."
+        ),
+        "release.lease_not_found": (
+            "No registry lease has that id; nothing was broken. Copy the id from gc's "
+            "release.lease_abandoned refusal, or list leases/ of the registry."
+        ),
+        "release.lease_holder_alive": (
+            "The lease's holder process still runs on this host; the lease was not broken. "
+            "Wait for it to finish or stop that process."
+        ),
+        "release.lease_holder_unverifiable": (
+            "The lease's holder cannot be seen from this host (another host or pid "
+            "namespace, or a lease that names no process); it was not broken. Run "
+            "break-lease on the holder's host, or with --force once the lease has "
+            "expired."
+        ),
     }
 
 

@@ -43,7 +43,11 @@ from dpone_dagster.release.errors import ActivationError
 
 class OperationError(CodedError):
     codes = {
-        "release.operation_grant_superseded": "The release was built under a grant other than the one the authority location holds now; no receipt can admit it. Rebuild it under the current grant (release_job).",
+        "release.operation_grant_superseded": (
+            "The release was built under a grant other than the one the authority "
+            "location holds now; no receipt can admit it. Rebuild it under the "
+            "current grant (release_job)."
+        ),
     }
 
 
