@@ -54,13 +54,19 @@ run_launcher:
   module: dpone_dagster.integration.warm.launcher
   class: WarmRunLauncher
 """
+# Run monitoring (in the daemon) fails a warm run whose worker died after the process that launched it.
+_RUN_MONITORING_YAML = """\
+run_monitoring:
+  enabled: true
+  poll_interval_seconds: 30
+"""
 
 
 def instance_yaml(workspace: str, *, embedded: bool = True) -> str:
     """The `dagster.yaml` written into `workspace`'s home: a fork's embedded one also configures warm
     runs; a home named by `DAGSTER_HOME` (`embedded=False`) gets no launcher or coordinator from dpone."""
     text = _INSTANCE_YAML.format(workspace=workspace)
-    return text + WARM_RUNS_YAML if embedded and workspace != ROOT_WORKSPACE else text
+    return text + WARM_RUNS_YAML + _RUN_MONITORING_YAML if embedded and workspace != ROOT_WORKSPACE else text
 
 
 class DagsterHomeOfAnotherWorkspaceError(WorkspaceError):
@@ -130,14 +136,12 @@ def prepare_dagster_home(config: DponeConfig, env: Mapping[str, str]) -> Dagster
 
 
 def _written_by_an_earlier_version(instance_file: Path, workspace: str) -> bool:
-    """True when the file is exactly what an earlier `dpone dev` wrote (before warm runs); a file
-    anyone edited is never rewritten."""
+    """True when the file is exactly what an earlier `dpone dev` wrote (before warm runs, or before run
+    monitoring); a file anyone edited is never rewritten."""
     try:
-        return (
-            instance_file.read_text(encoding="utf-8")
-            == _INSTANCE_YAML.format(workspace=workspace)
-            != (instance_yaml(workspace))
-        )
+        plain = _INSTANCE_YAML.format(workspace=workspace)
+        text = instance_file.read_text(encoding="utf-8")
+        return text in (plain, plain + WARM_RUNS_YAML) and text != instance_yaml(workspace)
     except OSError:
         return False
 

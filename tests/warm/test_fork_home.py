@@ -15,7 +15,7 @@ from dagster import DagsterInstance
 
 from dpone_dagster.config import load_config
 from dpone_dagster.integration.warm.launcher import FALLBACK_TAG, LAUNCHER_TAG, WarmRunLauncher
-from dpone_dagster.workspaces.dagster_home import _INSTANCE_YAML, prepare_dagster_home
+from dpone_dagster.workspaces.dagster_home import _INSTANCE_YAML, WARM_RUNS_YAML, prepare_dagster_home
 from tests.confinement.harness import needs_landlock
 from tests.conftest import REPO_ROOT
 
@@ -32,6 +32,7 @@ def test_a_fork_home_launches_runs_warm_and_without_the_queue(monkeypatch):
     assert config["run_coordinator"]["class"] == "SyncInMemoryRunCoordinator"
     with DagsterInstance.from_config(str(home)) as instance:
         assert isinstance(instance.run_launcher, WarmRunLauncher)
+        assert instance.run_monitoring_enabled and instance.run_launcher.supports_check_run_worker_health
 
 
 def test_prod_and_a_dagster_home_set_by_hand_get_no_launcher_from_dpone(monkeypatch, tmp_path):
@@ -44,9 +45,11 @@ def test_prod_and_a_dagster_home_set_by_hand_get_no_launcher_from_dpone(monkeypa
 def test_a_yaml_an_earlier_version_wrote_is_brought_up_to_date_and_an_edited_one_is_kept(monkeypatch):
     monkeypatch.setenv("DPONE_WORKSPACE", "wm-fork-upgrade")
     home = prepare_dagster_home(load_config(), {}).path
-    (home / "dagster.yaml").write_text(_INSTANCE_YAML.format(workspace="wm-fork-upgrade"))
-    assert prepare_dagster_home(load_config(), {}).wrote_instance_yaml
-    assert _instance_config(home)["run_launcher"]["class"] == "WarmRunLauncher"
+    for earlier in (_INSTANCE_YAML, _INSTANCE_YAML + WARM_RUNS_YAML):  # before warm runs, before run monitoring
+        (home / "dagster.yaml").write_text(earlier.format(workspace="wm-fork-upgrade"))
+        assert prepare_dagster_home(load_config(), {}).wrote_instance_yaml
+        assert _instance_config(home)["run_launcher"]["class"] == "WarmRunLauncher"
+        assert _instance_config(home)["run_monitoring"]["enabled"] is True
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     assert not prepare_dagster_home(load_config(), {}).wrote_instance_yaml
     assert "run_launcher" not in _instance_config(home)

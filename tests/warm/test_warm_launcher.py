@@ -9,6 +9,7 @@ The stale-code test edits the location and runs last.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import time
@@ -92,6 +93,37 @@ def test_a_worker_killed_mid_run_ends_the_run_failure_naming_the_exit(serving):
     os.kill(int(serving.tags(run_id)[WORKER_TAG].split(":")[0]), signal.SIGKILL)
     assert serving.wait(run_id, timeout=60) == DagsterRunStatus.FAILURE
     assert "exited killed by SIGKILL before the run finished" in serving.text(run_id)
+
+
+def test_run_monitoring_fails_a_warm_run_whose_worker_died_unwatched(serving, monkeypatch):
+    """The launching process's crash watcher is off (as when that process died first): Dagster's run
+    monitoring, through `check_run_worker_health` on a fresh launcher too, ends the run FAILURE."""
+    from dagster._core.launcher.base import WorkerStatus
+    from dagster._daemon.monitoring.run_monitoring import monitor_started_run
+
+    from dpone_dagster.integration.warm.launcher import WarmRunLauncher
+    from dpone_dagster.integration.warm.pool import WarmWorker
+
+    monkeypatch.setattr(WarmWorker, "watch", lambda self, on_exit: None)
+    run_id = _warm_launch(serving, "slow")
+    _slow_step_started(serving)
+    fresh = WarmRunLauncher()  # another process's launcher: it launched nothing, it reads the run's tags
+    fresh.register_instance(serving.instance)
+    assert fresh.check_run_worker_health(serving.instance.get_run_by_id(run_id)).status == WorkerStatus.RUNNING
+    worker = serving.launcher._live_worker(serving.instance.get_run_by_id(run_id))
+    os.kill(worker, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while fresh._live_worker(serving.instance.get_run_by_id(run_id)) is not None:
+        assert time.monotonic() < deadline, "the killed worker is still there"  # unreaped: a zombie
+        time.sleep(0.1)
+    run = serving.instance.get_run_by_id(run_id)
+    assert run.status == DagsterRunStatus.STARTED  # nothing else noticed
+    health = fresh.check_run_worker_health(run)
+    assert health.status == WorkerStatus.FAILED and f"{worker}:" in health.msg, health
+    record = serving.instance.get_run_record_by_id(run_id)
+    monitor_started_run(serving.instance, serving.context, record, logging.getLogger("run_monitoring"))
+    assert serving.wait(run_id, timeout=30) == DagsterRunStatus.FAILURE
+    assert "is gone while the run is STARTED" in serving.text(run_id)
 
 
 def test_a_run_tagged_for_another_workspace_is_refused_in_the_warm_worker(serving):

@@ -23,10 +23,15 @@ path it took: the tag `dpone/run_launcher` (`warm` or `default`), on a fallback 
   event naming the exit (CANCELED when it was being canceled): a thread of the launching process waits
   for each worker.
 
-What a reader could get wrong: the crash watcher lives in the process that launched the run; if that
-process itself dies, its running workers finish their runs, but a crash of one after that is not seen
-(run monitoring would need `check_run_worker_health`, which this launcher does not offer). Dagster's
-own internals used here (the default launcher, `_execute_run_command_body`) stay in this package.
+- `check_run_worker_health(run)` (Dagster's run monitoring, in the daemon): a warm run whose worker
+  (pid + start time from its tag) is gone is FAILED, so a worker that dies after its launching process
+  died is still seen; a fork's `dagster.yaml` turns run monitoring on (`workspaces/dagster_home.py`).
+
+What a reader could get wrong: the crash watcher lives in the process that launched the run; without
+run monitoring (a home that did not enable it, or no daemon), a worker that dies after its launching
+process died leaves its run STARTED. Default-path runs are reported RUNNING to the health check (the
+default launcher has none): they are not monitored, as before. Dagster's own internals used here (the
+default launcher, `_execute_run_command_body`) stay in this package.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from dagster import DagsterInstance, DagsterRun, DagsterRunStatus, DefaultRunLauncher, Field
-from dagster._core.launcher.base import LaunchRunContext, RunLauncher
+from dagster._core.launcher.base import CheckRunHealthResult, LaunchRunContext, RunLauncher, WorkerStatus
 from dagster._serdes import ConfigurableClass, ConfigurableClassData, serialize_value
 
 from dpone_dagster.integration.warm.pool import WarmFallback, WarmPool, WarmWorker, WorkerSpec
@@ -53,9 +58,11 @@ DEFAULT_HANDOFF_TIMEOUT_SECONDS = 30.0
 
 
 def process_start(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot (/proc/<pid>/stat field 22); None if gone."""
+    """The process's start time in clock ticks since boot (/proc/<pid>/stat field 22); None if gone,
+    or a zombie (exited, not yet reaped by its parent: it runs nothing any more)."""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return None if fields[0] in ("Z", "X") else fields[19]
     except (OSError, IndexError):
         return None
 
@@ -252,6 +259,25 @@ class WarmRunLauncher(RunLauncher, ConfigurableClass):
             return False
         os.kill(pid, signal.SIGINT)
         return True
+
+    @property
+    def supports_check_run_worker_health(self) -> bool:
+        return True
+
+    def check_run_worker_health(self, run: DagsterRun) -> CheckRunHealthResult:
+        """For Dagster's run monitoring (the daemon): a warm run whose worker is gone is FAILED.
+
+        Only the run's tags are read (pid and start time of its worker), so any process on this machine
+        answers for a run any other launched: the crash watcher of `launch_run` ends with its process,
+        this does not. A default-path run is reported RUNNING: Dagster's default launcher offers no
+        health check, so such a run is not monitored, as without this launcher."""
+        if run.tags.get(LAUNCHER_TAG) != WARM:
+            return CheckRunHealthResult(WorkerStatus.RUNNING, "launched through the code server: not monitored")
+        worker = run.tags.get(WORKER_TAG, "")
+        if self._live_worker(run) is not None:
+            return CheckRunHealthResult(WorkerStatus.RUNNING, run_worker_id=worker)
+        message = f"The warm run worker ({worker or 'unrecorded'}) is gone while the run is {run.status.value}."
+        return CheckRunHealthResult(WorkerStatus.FAILED, message, run_worker_id=worker)
 
     @staticmethod
     def _live_worker(run: DagsterRun) -> int | None:
