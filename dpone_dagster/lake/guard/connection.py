@@ -13,11 +13,12 @@ relation over one, and `read_csv`/`read_json`/`read_parquet` (and `from_*`) neve
 or catalog file. DuckLake maintenance on the own lake runs only after `verify_own_deletions` found
 every file it could delete inside the lake's data path.
 
-What a reader could get wrong: the wrapper is *allow-listed*. A DuckDB method not named below
-raises `lake.guarded_connection_method` instead of reaching the raw connection, so a new DuckDB
-release that adds a SQL-taking method fails closed until it is reviewed here. The raw connection
-lives only in a closure (no attribute of the proxy is it) and no method returns it; this keeps user SQL on the checked path, it
-does not sandbox user Python (which can always open a DuckDB connection of its own).
+What a reader could get wrong: the wrapper is *allow-listed*. A DuckDB method not named below raises
+`lake.guarded_connection_method` instead of reaching the raw connection, so a new DuckDB release
+that adds a SQL-taking method fails closed until it is reviewed here. The raw connection lives only
+in a closure (no attribute of the proxy is it) and no method returns it; this keeps user SQL on the
+checked path, it does not sandbox user Python (which can always open a DuckDB connection of its
+own).
 """
 
 from __future__ import annotations

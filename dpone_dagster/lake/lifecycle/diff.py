@@ -103,7 +103,10 @@ def diff_id_of(document: Mapping) -> str:
 def table_markdown(entry: Mapping) -> str:
     owner = entry["owner"] or "no ancestor (new table)"
     lines = [
-        f"**{entry['table']}** vs {owner} (snapshot {entry['parent_snapshot']}); fork snapshot {entry['fork_snapshot']}",
+        (
+            f"**{entry['table']}** vs {owner} (snapshot {entry['parent_snapshot']}); fork snapshot "
+            f"{entry['fork_snapshot']}"
+        ),
         "",
         f"rows: parent {entry['parent_rows']}, fork {entry['fork_rows']}",
     ]

@@ -7,9 +7,10 @@ a DuckLake table last changed, read from the lake's own snapshot log.
 
 What a reader could get wrong: a "changed" row is one whose key is on both sides and where any
 column present on both sides differs (`IS DISTINCT FROM`, so NULL = NULL); a column whose type
-changed compares the parent's value cast to the fork's type (a value that cannot be cast differs). Added or removed *columns* never make a row "changed": they are
-reported once, as schema changes. A key must be unique on both sides, else the diff is refused
-(`fork.diff_key_not_unique`) rather than counting a join's fan-out as changes.
+changed compares the parent's value cast to the fork's type (a value that cannot be cast differs).
+Added or removed *columns* never make a row "changed": they are reported once, as schema changes. A
+key must be unique on both sides, else the diff is refused (`fork.diff_key_not_unique`) rather than
+counting a join's fan-out as changes.
 """
 
 from __future__ import annotations

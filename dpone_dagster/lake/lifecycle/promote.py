@@ -170,7 +170,10 @@ def _conflicts(table_version: TableVersions, config, view, reviewed: ForkDiff, n
         now = table_version(alias_of(owner), name) if owner is not None and alias_of(owner) else None
         if owner != entry["owner"] or now != entry["parent_snapshot"]:
             out.append(
-                f"{name}: the parent side is {owner}@{now}, the diff compared {entry['owner']}@{entry['parent_snapshot']}"
+                (
+                    f"{name}: the parent side is {owner}@{now}, the diff compared "
+                    f"{entry['owner']}@{entry['parent_snapshot']}"
+                )
             )
     deferred = nearest_owners(view.chain_ids, view.tracking)
     for name in names:
@@ -206,7 +209,10 @@ def _changed_since_review(
             end = int(conn.execute(f"SELECT max(snapshot_id) FROM {quote_ident(alias)}.snapshots()").fetchone()[0])
             if (start, end) != (since["since"], since["to"]):
                 out.append(
-                    f"{name}: the parent's changes are now {start}..{end}, the diff counted {since['since']}..{since['to']}"
+                    (
+                        f"{name}: the parent's changes are now {start}..{end}, the diff counted "
+                        f"{since['since']}..{since['to']}"
+                    )
                 )
     return out
 

@@ -64,8 +64,13 @@ RENAME, S3_COPY = "rename", "s3_copy"
 
 class PromotionMoveError(CodedError):
     codes = {
-        "fork.promotion_move_refused": "A fork file could not be moved safely into the parent; the promotion copied the tables instead.",
-        "fork.promotion_undo_failed": "A failed promotion could not put a moved file back; it stays journaled and the next promotion or maintenance retries.",
+        "fork.promotion_move_refused": (
+            "A fork file could not be moved safely into the parent; the promotion copied the tables instead."
+        ),
+        "fork.promotion_undo_failed": (
+            "A failed promotion could not put a moved file back; it stays journaled and "
+            "the next promotion or maintenance retries."
+        ),
     }
 
 
@@ -125,7 +130,8 @@ def plan_table(conn, fork_alias: str, meta: str, name: TableName, reason: str | 
         f"SELECT (SELECT count(*) FROM {meta}.ducklake_partition_info WHERE table_id = $1 AND end_snapshot IS NULL), "
         f"(SELECT count(*) FILTER (WHERE end_snapshot IS NOT NULL) + count(DISTINCT begin_snapshot) "
         f" FROM {meta}.ducklake_column WHERE table_id = $1), "
-        f"(SELECT coalesce(sum(record_count), 0) FROM {meta}.ducklake_data_file WHERE table_id = $1 AND end_snapshot IS NULL)",
+        f"(SELECT coalesce(sum(record_count), 0) FROM {meta}.ducklake_data_file WHERE table_id = $1 AND "
+        "end_snapshot IS NULL)",
         [table_id],
     ).fetchone()
     if partitioned:
@@ -306,7 +312,10 @@ def mark_adopted(conn, promotion_id: str) -> None:
 def committed_promotions(conn, alias: str) -> set[str]:
     """The promotion ids the DuckLake attached as `alias` committed (from its snapshots' commit info)."""
     rows = conn.execute(
-        f"SELECT commit_extra_info FROM {quote_ident(alias)}.snapshots() WHERE commit_extra_info LIKE {sql_string(COMMIT_MARK + '%')}"
+        (
+            f"SELECT commit_extra_info FROM {quote_ident(alias)}.snapshots() WHERE commit_extra_info LIKE "
+            f"{sql_string(COMMIT_MARK + '%')}"
+        )
     ).fetchall()
     return {info.removeprefix(COMMIT_MARK) for (info,) in rows}
 

@@ -38,17 +38,15 @@ FORK_RESERVED_OPTIONS = frozenset({"METADATA_SCHEMA", "DATA_PATH", "OVERRIDE_DAT
 `METADATA_PATH` names the catalog database itself: left in, it would point a fork (or an ancestor
 attach) at another lake's catalog."""
 
-ANCESTOR_OWNED_OPTIONS = (
-    FORK_RESERVED_OPTIONS
-    | {
-        "READ_ONLY",
-        "AUTOMATIC_MIGRATION",
-        "CREATE_IF_NOT_EXISTS",
-        "MIGRATE_IF_REQUIRED",
-        "METADATA_CATALOG",
-        "SNAPSHOT_VERSION",  # an ancestor is read live, or at the fork's pin (`lake/resolution/pins.py`), never as settings say
-    }
-)
+ANCESTOR_OWNED_OPTIONS = FORK_RESERVED_OPTIONS | {
+    "READ_ONLY",
+    "AUTOMATIC_MIGRATION",
+    "CREATE_IF_NOT_EXISTS",
+    "MIGRATE_IF_REQUIRED",
+    "METADATA_CATALOG",
+    # an ancestor is read live, or at the fork's pin (`lake/resolution/pins.py`), never as settings say
+    "SNAPSHOT_VERSION",
+}
 """Options an ancestor attach always sets itself: it must never write, migrate or create. A named
 `METADATA_CATALOG` stays with the fork's own attach (one name cannot serve two attaches)."""
 
