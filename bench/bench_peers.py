@@ -291,8 +291,9 @@ def _graphql(server, project: Project, launched: list[str] | None = None) -> Cal
             errors = [e["error"]["message"] for e in details["events"] if e.get("error")]
             messages = [e.get("message", "") for e in details["events"] if "rror" in (e.get("message") or "")]
             raise RuntimeError(f"the GraphQL-launched run ended {status}: {details['tags']} {errors} {messages[-3:]}")
-        if launched is not None:
-            launched.append(details["tags"].get("dpone/run_launcher", "none"))
+        if launched is not None:  # "warm", or the fallback's code (docs/warm-runs.md)
+            tags = details["tags"]
+            launched.append(tags.get("dpone/run_launcher_fallback", tags.get("dpone/run_launcher", "none")))
         return seconds
 
     return graphql
@@ -385,7 +386,7 @@ def warm_fork_webserver(project: Project, work: Path):
     )
 
 
-def measure(project: Project, work: Path, with_ui: bool = True) -> dict[str, list[float]]:
+def measure(project: Project, work: Path, with_ui: bool = True) -> dict[str, list]:
     state = prepare(project, work)
     commands = _commands(project, work, state)
     edit = Editor(project.anchor, [project.model_file])
@@ -416,7 +417,7 @@ def measure(project: Project, work: Path, with_ui: bool = True) -> dict[str, lis
         warm_cm = warm_fork_webserver(project, work)
         servers.append(warm_cm)
         commands["graphql_warm"] = _graphql(warm_cm.__enter__(), project, launched)
-    times: dict[str, list[float]] = {name: [] for name in commands}
+    times: dict[str, list] = {name: [] for name in commands}
     try:
         for round_ in range(ROUNDS + 1):  # round 0 warms up (first parse, first launch) and is not counted
             for name, command in commands.items():
@@ -428,10 +429,11 @@ def measure(project: Project, work: Path, with_ui: bool = True) -> dict[str, lis
         for server_cm in servers:
             server_cm.__exit__(None, None, None)
     times["launched_warm"] = [float(path == "warm") for path in launched[1:]]  # round 0 not counted
+    times["fallbacks"] = [path for path in launched[1:] if path != "warm"]
     return times
 
 
-def rows_from(project: Project, times: dict[str, list[float]]) -> list[dict[str, object]]:
+def rows_from(project: Project, times: dict[str, list]) -> list[dict[str, object]]:
     from bench.timing import ratio_row
 
     base = statistics.median(times["baseline"])
@@ -452,6 +454,8 @@ def rows_from(project: Project, times: dict[str, list[float]]) -> list[dict[str,
         if key == "graphql_warm" and times.get("launched_warm"):
             warm = int(sum(times["launched_warm"]))
             row["note"] += f"; {warm} of {len(times['launched_warm'])} counted runs launched warm"
+            if times.get("fallbacks"):
+                row["note"] += f" (the others: {', '.join(times['fallbacks'])})"
         out.append(row)
     name = f"peers, {project.models} models, edited {project.model}: SQLMesh plan dev vs dbt build --defer"
     if "sqlmesh" in times:
