@@ -8,7 +8,8 @@ prod built once through Dagster, its manifest kept as the defer state, then a fo
   models).
 
 The model's SQL is edited before EVERY command, as a developer does (one expression gains
-`+ n - n`: same rows, a new query), so every path pays for noticing the edit. The paths, each a fresh process (what a developer types):
+`+ n - n`: same rows, a new query), so every path pays for noticing the edit. The paths, each a fresh
+process (what a developer types):
 
 - baseline: plain `dbt build --select <model> --defer --state <prod manifest>` (dbt-duckdb attaches
   prod's DuckLake READ_ONLY and a dev DuckLake; no dpone at all, `bench/plain_duckdb_plugin.py`);
@@ -25,9 +26,9 @@ The model's SQL is edited before EVERY command, as a developer does (one express
   DuckDB file) when `DPONE_BENCH_SQLMESH` names a sqlmesh executable; a row without a goal.
 
 Each figure is the median of `ROUNDS` runs after one uncounted warm-up round (every path's first
-parse and first launch), interleaved (a, b, c, d, a, b, ...) so a busy machine slows all alike; rows are ratios to the baseline of the same project and rounds, with the
-load average. What a reader could get wrong: the figures include Python start-up and imports, and
-the ratios, not the seconds, compare across machines; on a loaded 2-core machine read them ±30%.
+parse and first launch), interleaved (a, b, c, d, a, b, ...) so a busy machine slows all alike; rows are
+ratios to the baseline of the same project and rounds, with the load average. What a reader could
+get wrong: the figures include Python start-up and imports, and the ratios, not the seconds, compare across machines; on a loaded 2-core machine read them ±30%.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 `served(folder, home)` copies `location_source.py` into `folder` as `warm_location.py` and yields a
 `Served`: the instance of `home` and a GraphQL request context over a code server Dagster starts for
 the location, exactly as the webserver does. In-process tests act for prod with the documented opt-in
-(`opted_in_home`); the fork script uses the fork's embedded home as `prepare_dagster_home` writes it. `launch` is the UI's launchRun
-mutation; `wait` polls the run until it finished.
+(`opted_in_home`); the fork script uses the fork's embedded home as `prepare_dagster_home` writes it.
+`launch` is the UI's launchRun mutation; `wait` polls the run until it finished.
 
 Run as a script (`python -m tests.warm.harness <folder>`, WARM_TEST_DIR=<folder>), it launches `ok` (cold: no worker
 yet), then, once a worker is ready, `ok` again and `ok` tagged for `prod`, and prints a JSON report: how
