@@ -28,7 +28,8 @@ process (what a developer types):
 Each figure is the median of `ROUNDS` runs after one uncounted warm-up round (every path's first
 parse and first launch), interleaved (a, b, c, d, a, b, ...) so a busy machine slows all alike; rows are
 ratios to the baseline of the same project and rounds, with the load average. What a reader could
-get wrong: the figures include Python start-up and imports, and the ratios, not the seconds, compare across machines; on a loaded 2-core machine read them ±30%.
+get wrong: the figures include Python start-up and imports, and the ratios, not the seconds, compare
+across machines; on a loaded 2-core machine read them ±30%.
 """
 
 from __future__ import annotations
