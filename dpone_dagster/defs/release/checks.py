@@ -52,6 +52,10 @@ def _refused(error: DponeError) -> dg.AssetCheckResult:
     )
 
 
+GATE_RESOURCES = {"authority_platform", "target_admission", "release_registry", "release_cache", "release_source"}
+"""What the rollout gate and the post-install gate reverify and probe with."""
+
+
 @dg.asset_check(
     op_tags=STAGE_TAGS,
     asset=development_policy,
@@ -134,13 +138,7 @@ def grant_verified(context: AssetCheckExecutionContext) -> dg.AssetCheckResult:
     op_tags=STAGE_TAGS,
     asset=published_release,
     blocking=True,
-    required_resource_keys={
-        "authority_platform",
-        "target_admission",
-        "release_registry",
-        "release_cache",
-        "release_source",
-    },
+    required_resource_keys=GATE_RESOURCES,
     description="Rollout gate, before installation and activation: standard runtime admission of every native, "
     "ordinary and pre-hook task of the published release denies all of them before any credential, source or "
     "writer (probe ports count every use). Blocks the install stage otherwise; writes the acceptance report.",
@@ -166,13 +164,7 @@ def rollout_gate(context: AssetCheckExecutionContext, published_release: StagedR
 @dg.asset_check(
     op_tags=STAGE_TAGS,
     asset=installed_release,
-    required_resource_keys={
-        "authority_platform",
-        "target_admission",
-        "release_registry",
-        "release_cache",
-        "release_source",
-    },
+    required_resource_keys=GATE_RESOURCES,
     description="After activation: standard runtime admission denies every native, ordinary and pre-hook task of "
     "the active installed release before any credential, source access or writer; the denials are recorded and "
     "move the release to Denied.",
