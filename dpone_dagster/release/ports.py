@@ -8,6 +8,7 @@ never replaced). The registry's "commit object written last" guarantee rests on 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from typing import Protocol, runtime_checkable
 
 
@@ -31,6 +32,16 @@ class ObjectStore(Protocol):
 
     def delete(self, key: str) -> None:
         """Remove `key` if present (cleanup of unreferenced blobs only; never a commit)."""
+        ...
+
+
+@runtime_checkable
+class BatchedWrites(Protocol):
+    """An `ObjectStore` that can make many content-addressed objects durable together (the local
+    directory: one filesystem sync instead of two fsyncs per object)."""
+
+    def batch(self) -> AbstractContextManager[None]:
+        """Objects put inside the block appear, all durable, when it exits without an error."""
         ...
 
 

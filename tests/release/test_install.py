@@ -251,6 +251,14 @@ class FaultyFiles(LocalFiles):
         self._tick()
         super().write_new(path, data)
 
+    def write_unsynced(self, path, data):
+        self._tick()
+        super().write_unsynced(path, data)
+
+    def sync_tree(self, root):
+        self._tick()
+        super().sync_tree(root)
+
     def replace(self, path, data):
         self._tick()
         super().replace(path, data)

@@ -233,8 +233,9 @@ def test_a_staged_byte_that_differs_is_never_installed(request, tmp_path, target
         request.getfixturevalue("paging")
 
     class Flipping(LocalFiles):
-        def write_new(self, path, data):
-            super().write_new(path, data[:-1] + bytes([data[-1] ^ 1]) if path.name == "deployment.json" else data)
+        def write_unsynced(self, path, data):
+            flipped = data[:-1] + bytes([data[-1] ^ 1]) if path.name == "deployment.json" else data
+            super().write_unsynced(path, flipped)
 
     bundle, authority = release.bundle, release.authority
     cache = ReleaseCache(tmp_path / "cache", admission=target.issuer, clock=target.clock, files=Flipping())

@@ -158,12 +158,13 @@ class ReleaseCache:
         try:
             self.files.make_dirs(staging / "members")
             for path, data in sorted(bundle.members.items()):
-                self.files.write_new(staging / "members" / path, data)
+                self.files.write_unsynced(staging / "members" / path, data)
                 staged.append(path)
             for path, data in record.pages.items():
-                self.files.write_new(staging / path, data)
-            self.files.write_new(staging / "deployment.json", record.data)
+                self.files.write_unsynced(staging / path, data)
+            self.files.write_unsynced(staging / "deployment.json", record.data)
             require_staged_exactly(staging, bundle, record)
+            self.files.sync_tree(staging)  # the whole stage durable before the rename publishes it
             self.files.make_dirs(final.parent)
             self.files.rename_new(staging, final)
         except FileExistsError:

@@ -3,7 +3,10 @@
 Both give the same guarantee: `put_if_absent` is atomic and never replaces an existing object.
 - Local directory (the embedded default, under the state dir): the bytes go to a private temporary
   file that is fsynced and then hard-linked into place; `link(2)` fails when the name exists, so
-  creation is atomic and no-clobber even between processes.
+  creation is atomic and no-clobber even between processes. Inside `batch()` (the registry's blob
+  writes) the temporaries are written without an fsync each; when the block exits they are made
+  durable together (one `syncfs`), only then linked into place, and the directories fsynced once.
+  A crash inside a batch leaves temporaries, never a named object whose bytes were not on disk.
 - S3: a `PutObject` with `If-None-Match: *` (S3 and moto honour it; the store answers 412 when the
   key exists). For S3-compatible stores without conditional writes, `conditional_writes=False`
   falls back to HEAD-then-PUT, which has a race window: two writers that both see "absent" both
@@ -26,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from dpone_dagster.release.errors import RegistryError
+from dpone_dagster.release.source.local_files import sync_filesystem
 
 _KEY = re.compile(r"^[a-z0-9][a-z0-9._-]*(?:/[a-z0-9][a-z0-9._-]*)*$")
 _MAX_KEY = 512
@@ -43,6 +47,7 @@ class LocalDirectoryStore:
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
+        self._batched: dict[Path, str] | None = None  # target -> its unsynced temporary, inside `batch()`
 
     def _path(self, key: str) -> Path:
         return self.root / require_key(key)
@@ -58,12 +63,17 @@ class LocalDirectoryStore:
 
     def put_if_absent(self, key: str, data: bytes) -> bool:
         target = self._path(key)
-        if target.exists():
+        if target.exists() or (self._batched is not None and target in self._batched):
             return False
         staging = self.root / ".staging"
         staging.mkdir(parents=True, exist_ok=True)
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, temp = tempfile.mkstemp(dir=staging)
+        if self._batched is not None:  # written now, synced and linked when the batch exits
+            self._batched[target] = temp
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            return True
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
@@ -73,11 +83,45 @@ class LocalDirectoryStore:
                 os.link(temp, target)
             except FileExistsError:
                 return False
-            _fsync_directory(target.parent)
+            _fsync_path(target.parent)
             return True
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(temp)
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Objects put inside the block appear, durable, when it exits without an error (see the module
+        docstring); until then `get` does not see them, and `put_if_absent`'s True means "staged".
+        For content-addressed keys only: a name that appears meanwhile is taken to hold the same bytes
+        (the registry rereads every byte after the batch)."""
+        if self._batched is not None:
+            raise RegistryError("release.registry_unavailable", "a local store batch is already open")
+        self._batched = {}
+        try:
+            yield
+            pending, self._batched = self._batched, None
+            self._link_durably(pending)
+        finally:
+            for temp in (self._batched or {}).values():
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(temp)
+            self._batched = None
+
+    def _link_durably(self, pending: dict[Path, str]) -> None:
+        try:
+            if pending and not sync_filesystem(self.root / ".staging"):
+                for temp in pending.values():
+                    _fsync_path(temp)
+            for target, temp in pending.items():
+                with contextlib.suppress(FileExistsError):  # a concurrent writer's identical object
+                    os.link(temp, target)
+            for folder in {target.parent for target in pending}:
+                _fsync_path(folder)
+        finally:
+            for temp in pending.values():
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(temp)
 
     def keys(self, prefix: str = "") -> Iterator[str]:
         if not self.root.is_dir():
@@ -96,7 +140,7 @@ class LocalDirectoryStore:
             self._path(key).unlink()
 
 
-def _fsync_directory(path: Path) -> None:
+def _fsync_path(path: Path | str) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)

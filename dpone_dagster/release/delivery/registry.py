@@ -28,6 +28,7 @@ also re-checks its blobs after committing and restores any that vanished.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -50,7 +51,7 @@ from dpone_dagster.release.delivery.member_pages import (
     require_deliverable,
 )
 from dpone_dagster.release.errors import DurabilityUncertainError, RegistryError
-from dpone_dagster.release.ports import ObjectStore, TargetAdmission
+from dpone_dagster.release.ports import BatchedWrites, ObjectStore, TargetAdmission
 
 BLOBS = "blobs/sha256/"
 RELEASES = "releases/"
@@ -154,15 +155,22 @@ class ReleaseRegistry:
         written: list[str] = []
         bytes_written = 0
         keys = list(planned.objects)
-        for index, key in enumerate(keys):
-            data = planned.objects[key]
-            try:
-                created = self.store.put_if_absent(key, data)
-            except Exception:
-                raise self._uncertain(planned.release_id, "blobs", written, keys[index:]) from None
-            if created:
-                written.append(key)
-                bytes_written += len(data)
+        batch = self.store.batch() if isinstance(self.store, BatchedWrites) else contextlib.nullcontext()
+        try:
+            with batch:  # every blob and page durable before the reread, the commit after it
+                for index, key in enumerate(keys):
+                    data = planned.objects[key]
+                    try:
+                        created = self.store.put_if_absent(key, data)
+                    except Exception:
+                        raise self._uncertain(planned.release_id, "blobs", written, keys[index:]) from None
+                    if created:
+                        written.append(key)
+                        bytes_written += len(data)
+        except DurabilityUncertainError:
+            raise
+        except Exception:  # the batch could not be made durable or linked
+            raise self._uncertain(planned.release_id, "blobs", written, keys) from None
         self._reread(planned, stage="blobs", written=written)
         try:
             created = self.store.put_if_absent(planned.key, planned.commit)
