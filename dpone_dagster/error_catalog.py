@@ -283,7 +283,10 @@ MEANINGS: Mapping[str, str] = {
     "lake.invalid_data_path": (
         "A lake's data path is not a folder URL below some parent (a bucket or filesystem root cannot be forked)."
     ),
-    "lake.invalid_read": "A table name in a read set is malformed (it contains a comma).",
+    "lake.invalid_read": (
+        "A read set is malformed: a table name contains a comma, or the dbt plugin was given both a read "
+        "set and `DPONE_DBT_READS_FROM_INVOCATION`."
+    ),
     "lake.invalid_target": (
         "A target table name is not `table` or `schema.table` (or a single string was given for a list)."
     ),

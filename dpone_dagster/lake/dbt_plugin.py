@@ -26,7 +26,11 @@ targets are the tables this dbt invocation will write; the Dagster dbt asset han
 `DPONE_DBT_TARGETS` (comma-separated `schema.table`), because dbt offers no other channel from the
 caller into a plugin that does not also invalidate dbt's partial parsing. The tables the selection
 reads come the same way in `DPONE_DBT_READS` (a fork then creates only those defer views; unset, as
-for a plain `dbt build` by hand, every table is deferred: `lake/resolution/reads.py`).
+for a plain `dbt build` by hand, every table is deferred: `lake/resolution/reads.py`). When the dbt
+sources changed after the op's own manifest was parsed, the op sends `DPONE_DBT_READS_FROM_INVOCATION=1`
+instead, and the plugin takes the read set from the manifest *this* dbt invocation parsed
+(`invocation_reads`): dbt writes it to its target path before it opens the first connection, and its
+`invocation_id` proves it is this invocation's. So an edited model costs no second `dbt parse`.
 
 What a reader could get wrong: the profile's `database` must be the alias `resolve()` attaches
 (`lake_<lake>`), and the profile's `attach:` entry with that alias is only a declaration for
@@ -37,8 +41,11 @@ refuses to start when the two names disagree, rather than letting dbt write some
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from dbt.adapters.duckdb.plugins import BasePlugin
@@ -46,6 +53,7 @@ from dbt.adapters.duckdb.plugins import BasePlugin
 from dpone_dagster.config import DEFAULT_LAKE, load_config
 from dpone_dagster.errors import LakeError
 from dpone_dagster.lake import duck
+from dpone_dagster.lake.dbt_reads import dbt_reads
 from dpone_dagster.lake.dbt_recording import record_at_exit
 from dpone_dagster.lake.guard.checker import SqlGuard
 from dpone_dagster.lake.guard.connection import GuardedConnection
@@ -53,7 +61,11 @@ from dpone_dagster.lake.resolution.apply import ResolvedLake
 from dpone_dagster.lake.resolution.reads import reads_from_env
 from dpone_dagster.lake.resolution.seam import resolve
 
+log = logging.getLogger(__name__)
+
 TARGETS_ENV = "DPONE_DBT_TARGETS"
+READS_FROM_INVOCATION_ENV = "DPONE_DBT_READS_FROM_INVOCATION"
+"""`1`: the read set comes from this dbt invocation's own manifest (`invocation_reads`), not `DPONE_DBT_READS`."""
 GUARDED_DBT_DUCKDB = ("1.11.0", "1.11.1")
 """The dbt-duckdb releases whose cursor path was reviewed (every SQL through DuckDBCursorWrapper;
 1.11.0 and 1.11.1 differ there only in how a registered-frame check drains its result).
@@ -89,12 +101,35 @@ def targets_from_env(environ: Mapping[str, str] | None = None) -> tuple[str, ...
     return tuple(part for part in (p.strip() for p in raw.split(",")) if part)
 
 
+def invocation_reads(targets: Sequence[str], environ: Mapping[str, str] | None = None) -> list[str] | None:
+    """What `targets` read, from the manifest the running dbt invocation parsed (in its target path,
+    `DBT_TARGET_PATH`); None (every table) when that manifest is missing or not this invocation's."""
+    from dbt_common.invocation import get_invocation_id  # inside dbt: this invocation's id
+
+    environ = os.environ if environ is None else environ
+    target_path = Path(environ.get("DBT_TARGET_PATH") or "target")
+    if not target_path.is_absolute():
+        target_path = Path(environ.get("DBT_PROJECT_DIR") or os.getcwd()) / target_path
+    try:
+        manifest = json.loads((target_path / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        manifest = None
+    if not isinstance(manifest, dict) or (manifest.get("metadata") or {}).get("invocation_id") != get_invocation_id():
+        log.warning("dpone: no manifest of this dbt invocation in %s; every upstream table is deferred", target_path)
+        return None
+    return dbt_reads(manifest, targets)
+
+
 def resolve_for_dbt(lake: str, environ: Mapping[str, str] | None = None) -> ResolvedLake:
-    """What the plugin attaches: the configured workspace's `lake`, with this run's targets."""
+    """What the plugin attaches: the configured workspace's `lake`, with this run's targets and read set."""
     config = load_config(environ)
-    return resolve(
-        config.workspace, lake, config=config, targets=targets_from_env(environ), reads=reads_from_env(environ)
-    )
+    targets = targets_from_env(environ)
+    reads = reads_from_env(environ)
+    if (os.environ if environ is None else environ).get(READS_FROM_INVOCATION_ENV) == "1":
+        if reads is not None:
+            raise LakeError(f"{READS_FROM_INVOCATION_ENV} and a read set were both given", code="lake.invalid_read")
+        reads = invocation_reads(targets, environ)
+    return resolve(config.workspace, lake, config=config, targets=targets, reads=reads)
 
 
 def install_cursor_guard() -> None:

@@ -1,4 +1,4 @@
-"""A confined fork process refreshes the dbt manifest after a model edit, in its own dbt target folder.
+"""A confined fork process prepares the dbt manifest after a model edit, in its own dbt target folder.
 
 A fork's processes (`dpone dev` in a fork: code server, run workers, the dbt op) cannot write the
 dbt project's folder: Landlock leaves it read-only, and the launcher points `DBT_TARGET_PATH` at the
@@ -25,11 +25,11 @@ pytestmark = needs_landlock
 REFRESH = """
 import json
 from pathlib import Path
-from dpone_dagster.integration.dbt.project import dbt_project_at, manifest_for_run, stored_fingerprint
+from dpone_dagster.integration.dbt.project import dbt_project_at, prepare_manifest
 project = dbt_project_at({project!r})
-loaded = stored_fingerprint(project)
-manifest = manifest_for_run(project, loaded or "before-the-edit")
-node = manifest and manifest["nodes"].get("model.dbt_project_synthetic.daily_revenue")
+assert prepare_manifest(project)  # the location loaded again after the edit: it parses
+manifest = json.loads(project.manifest_path.read_text())
+node = manifest["nodes"].get("model.dbt_project_synthetic.daily_revenue")
 edited = bool(node and "-- edited in the fork" in node["raw_code"])
 print(json.dumps({{"manifest": str(project.manifest_path), "edited": edited}}))
 """

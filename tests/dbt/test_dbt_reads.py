@@ -1,4 +1,4 @@
-"""Defer only what a dbt job reads: the read set comes from dbt's graph (`integration/dbt/reads.py`), and a
+"""Defer only what a dbt job reads: the read set comes from dbt's graph (`lake/dbt_reads.py`), and a
 fork dbt run creates exactly those defer views (counted in the fork catalog afterwards)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from dagster import AssetKey
 from dbt_lakes import DBT_PROJECT_DIR, LakeSetup, materialize_synthetic_dbt
 
-from dpone_dagster.integration.dbt.reads import dbt_reads
+from dpone_dagster.lake.dbt_reads import dbt_reads
 
 FORK = "wm-fork-dbt-reads"
 

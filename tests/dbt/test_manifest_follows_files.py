@@ -1,21 +1,24 @@
 """The manifest follows the files: a model edited after the location loaded is seen by the next run.
 
 A run (worker or code-server-spawned) that finds the dbt sources changed since the manifest its
-definitions were loaded with refreshes the manifest with dbt's *partial* parse and takes its read
-set from it; with nothing changed it parses nothing. Edits happen in a copy of the demo project
-(other tests read the real one at the same time).
+definitions were loaded with parses nothing itself: its `dbt build` parses the edited files anyway
+(partial parse), and the dpone plugin takes the read set from the manifest *that* invocation wrote,
+proven by dbt's invocation id. Edits happen in a copy of the demo project (other tests read the real
+one at the same time).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
 
 import pytest
 from dagster import AssetKey
 from dbt_lakes import DBT_PROJECT_DIR, LakeSetup
 
-from dpone_dagster.integration.dbt.reads import dbt_reads
+from dpone_dagster.lake.dbt_reads import dbt_reads
 
 FORK = "wm-fork-edited-model"
 CLV = "marts.customer_lifetime_value"
@@ -36,33 +39,52 @@ def _edit_clv(project) -> None:
     (project.project_dir / "models" / "marts" / "customer_lifetime_value.sql").write_text(EDITED_CLV, encoding="utf-8")
 
 
-def test_an_edited_model_is_seen_by_the_next_run_through_a_partial_parse(project_copy, monkeypatch):
-    from dpone_dagster.integration.dbt.project import manifest_for_run, prepare_manifest, stored_fingerprint
+def test_an_edit_is_noticed_and_the_read_set_comes_from_the_dbt_invocations_own_parse(
+    project_copy, tmp_path, monkeypatch
+):
+    from dpone_dagster.integration.dbt.project import (
+        dbt_executable,
+        prepare_manifest,
+        sources_changed_since,
+        stored_fingerprint,
+    )
+    from dpone_dagster.lake.dbt_plugin import invocation_reads
 
     assert prepare_manifest(project_copy) is True
     loaded = stored_fingerprint(project_copy)
     loaded_manifest = json.loads(project_copy.manifest_path.read_text())
     assert dbt_reads(loaded_manifest, [CLV]) == ["marts.dim_customers_scd2", "marts.fct_orders"]
-    parsed_at = project_copy.manifest_path.stat().st_mtime_ns
-
-    monkeypatch.setattr("sys.argv", RUN_WORKER_ARGV)  # the refresh happens in a run worker too
-    assert manifest_for_run(project_copy, loaded) is None  # nothing changed: no parse, no read
-    assert project_copy.manifest_path.stat().st_mtime_ns == parsed_at
+    assert not sources_changed_since(project_copy, loaded)
+    assert sources_changed_since(project_copy, None)
 
     _edit_clv(project_copy)
-    fresh = manifest_for_run(project_copy, loaded)
-    assert fresh is not None
-    assert dbt_reads(fresh, [CLV]) == ["marts.fct_orders"]
-    perf = json.loads((project_copy.manifest_path.with_name("perf_info.json")).read_text())
-    assert perf["is_partial_parse_enabled"] is True
-    assert perf["parsed_path_count"] < 5, perf  # the edited file (and its schema entry), not all ~20
+    assert sources_changed_since(project_copy, loaded)
+    # what `dbt build` does before its first connection: parse into its own target path
+    target = tmp_path / "invocation-target"
+    env = {**os.environ, "DBT_TARGET_PATH": str(target), "DBT_PROFILES_DIR": str(project_copy.profiles_dir)}
+    parsed = subprocess.run(
+        [dbt_executable(), "parse", "--quiet"], cwd=project_copy.project_dir, env=env, capture_output=True, text=True
+    )
+    assert parsed.returncode == 0, parsed.stdout[-2000:] + parsed.stderr[-2000:]
+    invocation_id = json.loads((target / "manifest.json").read_text())["metadata"]["invocation_id"]
 
-    refreshed = stored_fingerprint(project_copy)
-    assert refreshed != loaded
-    assert manifest_for_run(project_copy, refreshed) is None  # a later run finds it current
-    reread = manifest_for_run(project_copy, loaded)  # one still holding the old manifest only reads
-    assert reread is not None and dbt_reads(reread, [CLV]) == ["marts.fct_orders"]
-    assert json.loads((project_copy.manifest_path.with_name("perf_info.json")).read_text()) == perf  # no second parse
+    plugin_env = {"DBT_TARGET_PATH": str(target)}
+    assert invocation_reads([CLV], plugin_env) is None  # not this invocation's manifest: every table
+    monkeypatch.setattr("dbt_common.invocation.get_invocation_id", lambda: invocation_id)
+    assert invocation_reads([CLV], plugin_env) == ["marts.fct_orders"]  # the edited model's one read
+    assert invocation_reads([CLV], {"DBT_TARGET_PATH": str(tmp_path / "nothing-here")}) is None
+    relative = {"DBT_TARGET_PATH": "invocation-target", "DBT_PROJECT_DIR": str(tmp_path)}
+    assert invocation_reads([CLV], relative) == ["marts.fct_orders"]
+
+
+def test_the_plugin_refuses_two_read_sets_at_once():
+    from dpone_dagster.errors import LakeError
+    from dpone_dagster.lake.dbt_plugin import READS_FROM_INVOCATION_ENV, resolve_for_dbt
+    from dpone_dagster.lake.resolution.reads import READS_ENV
+
+    with pytest.raises(LakeError) as raised:
+        resolve_for_dbt("main", {READS_FROM_INVOCATION_ENV: "1", READS_ENV: "marts.fct_orders"})
+    assert raised.value.code == "lake.invalid_read"
 
 
 @pytest.mark.slow

@@ -17,7 +17,8 @@ from dpone_dagster.config import load_config
 from dpone_dagster.control.store import open_store
 from dpone_dagster.defs.dbt.assets import DBT_PROJECT
 from dpone_dagster.defs.dbt.translator import SyntheticDbtTranslator
-from dpone_dagster.integration.dbt.translator import FORK_KIND, WORKSPACE_TAG, table_of, tag_value
+from dpone_dagster.integration.dbt.translator import FORK_KIND, WORKSPACE_TAG, tag_value
+from dpone_dagster.lake.dbt_reads import table_of
 from dpone_dagster.lake.state.tracking import record_materialization
 from dpone_dagster.workspaces.service import Workspaces
 

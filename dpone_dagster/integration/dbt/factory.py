@@ -35,8 +35,8 @@ from dpone_dagster.integration.dbt.project import (
     DbtProjectError,
     dbt_executable,
     dbt_project_at,
-    manifest_for_run,
     prepare_manifest,
+    sources_changed_since,
     stored_fingerprint,
 )
 from dpone_dagster.integration.dbt.run import DEFAULT_BUILD_ARGS, DEFAULT_DBT_RESOURCE_KEY, build_in_lake
@@ -140,9 +140,9 @@ def fork_aware_dbt_assets(
     @build
     def _fork_aware_dbt_assets(context):  # no annotation: a string one (future import) is refused
         dbt = getattr(context.resources, dbt_resource_key)
-        # sources edited since this location loaded: the read set comes from a refreshed manifest
-        manifest = None if reads_everything else manifest_for_run(project, loaded_fingerprint)
-        yield from build_in_lake(context, dbt, context.resources.ducklake, lake, args, reads_everything, manifest)
+        # sources edited since this location loaded: the read set comes from dbt's own parse of them
+        changed = not reads_everything and sources_changed_since(project, loaded_fingerprint)
+        yield from build_in_lake(context, dbt, context.resources.ducklake, lake, args, reads_everything, changed)
 
     return _fork_aware_dbt_assets
 

@@ -50,8 +50,9 @@ from dpone_dagster.integration.dbt.run import (
     row_count,
     selected_tables,
 )
-from dpone_dagster.integration.dbt.translator import ForkAwareDbtTranslator, table_of
+from dpone_dagster.integration.dbt.translator import ForkAwareDbtTranslator
 from dpone_dagster.integration.lake.resources import DuckLakeResource
+from dpone_dagster.lake.dbt_reads import table_of
 from dpone_dagster.lake.guard.statement import quote_ident, sql_string
 from dpone_dagster.lake.resolution.partitions import FORK_TABLE_SUFFIX, fork_table
 from dpone_dagster.lake.resolution.plan import TableName

@@ -7,12 +7,13 @@ decided by a fingerprint of the project's source files stored next to the manife
 workers `dagster dev` starts for every run load the definitions without running `dbt parse` again,
 and a changed model is still picked up on the next load.
 
-The manifest also follows the files between loads: a dbt op calls `manifest_for_run` before it
+The manifest also follows the files between loads: a dbt op asks `sources_changed_since` before it
 builds. When nothing changed since the manifest its definitions were loaded with (the fingerprint
-stored next to it, read at load: `stored_fingerprint`), it costs one fingerprint and no parse. When
-a model was edited since, the first process that notices (a run worker, a code-server-spawned run)
-refreshes the manifest with dbt's partial parse (`dbt parse` reuses target/partial_parse.msgpack, so
-only the edited files are parsed again) under the same lock, and the run's read set comes from it.
+stored next to it, read at load: `stored_fingerprint`), it costs one fingerprint and the run's read
+set comes from the loaded manifest. When a model was edited since, the run parses nothing itself:
+`dbt build` parses the edited files anyway (partial parse), and the dpone plugin takes the read set
+from the manifest that invocation parsed (`lake/dbt_plugin.py`). The next load of the location
+prepares the manifest on disk again.
 
 What a reader could get wrong: dagster-dbt's own `prepare_if_dev()` re-parses in *every* process
 that sees `DAGSTER_IS_DEV_CLI`, run workers included; that is the behaviour this module replaces.
@@ -27,7 +28,6 @@ names (dpone.yaml; this repository's default is its demo project), resolved only
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import multiprocessing
 import os
@@ -35,7 +35,6 @@ import shutil
 import sys
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
 from dagster_dbt import DbtProject
 from filelock import FileLock, Timeout
@@ -176,17 +175,10 @@ def prepare_manifest(project: DbtProject | None = None, *, force: bool = False) 
     return _parse_unless_current(project, force=force)
 
 
-def manifest_for_run(project: DbtProject, loaded_fingerprint: str | None) -> dict[str, Any] | None:
-    """The manifest of the sources as they are now, if they changed since `loaded_fingerprint`
-    (what the running definitions were loaded from); None when the loaded manifest is still current.
-
-    In any process, a run worker included: the first one to notice an edit refreshes the manifest on
-    disk (partial parse, locked; the others then find it current and only read it)."""
-    current = project_fingerprint(project.project_dir)
-    if loaded_fingerprint is not None and loaded_fingerprint == current:
-        return None
-    _parse_unless_current(project, force=False)
-    return json.loads(project.manifest_path.read_text(encoding="utf-8"))
+def sources_changed_since(project: DbtProject, loaded_fingerprint: str | None) -> bool:
+    """Whether the dbt sources differ from those `loaded_fingerprint` (what the running definitions
+    were loaded from) was taken of; True when there is none to compare."""
+    return loaded_fingerprint is None or loaded_fingerprint != project_fingerprint(project.project_dir)
 
 
 def _parse_unless_current(project: DbtProject, *, force: bool) -> bool:

@@ -4,7 +4,7 @@ What every fork-aware dbt op does between Dagster and dbt, whatever builds the o
 `fork_aware_dbt_assets`, the partitioned `fork_aware_partitioned_dbt_assets`):
 - the dpone plugin is told which tables this run writes (`DPONE_DBT_TARGETS`), so in a fork those
   tables replace their defer views while everything upstream is read through the defer views from
-  the parent, and (for the unpartitioned op) which tables it reads (`integration/dbt/reads.py`);
+  the parent, and (for the unpartitioned op) which tables it reads (`lake/dbt_reads.py`);
 - after dbt exits, every built table is recorded through `DuckLakeResource.record_materialization`
   (which is what lets forks defer to it), and its Output carries workspace, namespace, fork_state,
   snapshot_id and row count; an errored model is recorded as failed.
@@ -32,9 +32,8 @@ from dagster_dbt import DbtCliInvocation, DbtCliResource
 from dagster_dbt.asset_utils import get_manifest_and_translator_from_dbt_assets
 
 from dpone_dagster.config import load_config
-from dpone_dagster.integration.dbt.reads import dbt_reads
-from dpone_dagster.integration.dbt.translator import table_of
 from dpone_dagster.integration.lake.resources import DuckLakeResource
+from dpone_dagster.lake.dbt_reads import dbt_reads, table_of
 from dpone_dagster.lake.resolution.plan import TableName
 from dpone_dagster.lake.resolution.reads import READS_ENV, reads_to_env
 
@@ -62,6 +61,11 @@ def selected_tables(context: AssetExecutionContext, lake: str) -> list[str]:
     )
 
 
+FROM_INVOCATION: tuple[str, ...] = ("<from this dbt invocation's manifest>",)
+"""The `reads` of a run whose dbt sources changed since its manifest was parsed: the plugin computes the
+read set inside dbt, from the manifest that dbt invocation parses anyway (`lake/dbt_plugin.py`)."""
+
+
 @contextmanager
 def dbt_subprocess_env(
     ducklake: DuckLakeResource,
@@ -69,13 +73,19 @@ def dbt_subprocess_env(
     reads: Sequence[str] | None = None,
     extra: Mapping[str, str | None] | None = None,
 ) -> Iterator[None]:
-    """Expose the deployment's workspace, `targets`, `reads` (None: every table, `lake/resolution/reads.py`)
-    and `extra` (a None value: unset) to a dbt subprocess started inside the block only."""
-    from dpone_dagster.lake.dbt_plugin import TARGETS_ENV, targets_to_env  # dbt's adapter: only when dbt runs
+    """Expose the deployment's workspace, `targets`, `reads` (None: every table, `lake/resolution/reads.py`;
+    `FROM_INVOCATION`: the plugin computes them) and `extra` (a None value: unset) to a dbt subprocess
+    started inside the block only."""
+    from dpone_dagster.lake.dbt_plugin import (  # dbt's adapter: only when dbt runs
+        READS_FROM_INVOCATION_ENV,
+        TARGETS_ENV,
+        targets_to_env,
+    )
     from dpone_dagster.lake.dbt_recording import DAGSTER_RECORDS, RECORDER_ENV
 
     wanted: dict[str, str | None] = {
-        READS_ENV: None if reads is None else reads_to_env(reads),
+        READS_ENV: None if reads is None or reads is FROM_INVOCATION else reads_to_env(reads),
+        READS_FROM_INVOCATION_ENV: "1" if reads is FROM_INVOCATION else None,
         WORKSPACE_ENV: ducklake.workspace_id,
         PROJECT_ROOT_ENV: str(load_config().project_root),
         TARGETS_ENV: targets_to_env(targets),
@@ -157,18 +167,21 @@ def build_in_lake(
     lake: str,
     args: Sequence[str] = DEFAULT_BUILD_ARGS,
     reads_everything: bool = False,
-    manifest: Mapping[str, Any] | None = None,
+    sources_changed: bool = False,
 ) -> Iterator[Any]:
     """Run dbt for the selected tables of `lake`, record them, and yield dbt's events with the lake metadata.
 
-    In a fork the dbt plugin defers only what the selection reads (`integration/dbt/reads.py`) in
-    `manifest` (default: the one the op was loaded with; give a fresher one after an edit,
-    `project.manifest_for_run`), unless `reads_everything` (a project whose SQL reads relations
-    dbt's graph does not declare)."""
+    In a fork the dbt plugin defers only what the selection reads (`lake/dbt_reads.py`) in the
+    manifest the op was loaded with, or, when the dbt sources changed since (`sources_changed`,
+    `project.sources_changed_since`), in the manifest the dbt invocation itself parses; unless
+    `reads_everything` (a project whose SQL reads relations dbt's graph does not declare)."""
     targets = selected_tables(context, lake)
-    if manifest is None and not reads_everything:
-        manifest = get_manifest_and_translator_from_dbt_assets([context.assets_def])[0]
-    reads = None if reads_everything else dbt_reads(manifest, targets)
+    if reads_everything:
+        reads = None
+    elif sources_changed:
+        reads = FROM_INVOCATION
+    else:
+        reads = dbt_reads(get_manifest_and_translator_from_dbt_assets([context.assets_def])[0], targets)
     with dbt_subprocess_env(ducklake, targets, reads):
         invocation = dbt.cli(list(args), context=context, raise_on_error=False)
     yield from recorded_after_dbt(

@@ -30,6 +30,7 @@ from dagster_dbt import DagsterDbtTranslator
 from dpone_dagster.config import DEFAULT_LAKE, load_config
 from dpone_dagster.contracts.workspace_ids import ROOT_WORKSPACE
 from dpone_dagster.integration.lake.observations import LAKE_KIND
+from dpone_dagster.lake.dbt_reads import table_of
 from dpone_dagster.lake.resolution.naming import hash8
 
 FORK_KIND = "fork"
@@ -37,11 +38,6 @@ WORKSPACE_TAG = "dpone/workspace"
 _TABLE_NODES = frozenset({"model", "seed", "snapshot"})
 _TAG_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 _TAG_MAX = 63
-
-
-def table_of(dbt_resource_props: Mapping[str, Any]) -> tuple[str, str]:
-    """(schema, table) of the relation a dbt node builds."""
-    return dbt_resource_props["schema"], dbt_resource_props.get("alias") or dbt_resource_props["name"]
 
 
 def tag_value(text: str) -> str:

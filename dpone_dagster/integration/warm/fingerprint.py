@@ -14,8 +14,8 @@ added, removed or renamed).
 What a reader could get wrong: a model's SQL (or a macro, a seed) edited in place does NOT make a
 worker stale, on purpose. A cold run worker would not load it either: run workers load the manifest
 prepared before the edit and never re-parse while loading (`integration/dbt/project.py`), and the dbt
-op itself refreshes the manifest for its read set (`manifest_for_run`, a partial parse) while dbt runs
-the edited SQL. So the edit a developer makes before every run stays on the warm path, while an edit
+op's read set then comes from the manifest its own `dbt build` parses (`lake/dbt_plugin.py`) while dbt
+runs the edited SQL. So the edit a developer makes before every run stays on the warm path, while an edit
 that changes the asset graph's inputs (YAML, a new model, any Python) takes the default one.
 Modification times are trusted: a tool that rewrites a file and restores its mtime and size is not seen.
 """

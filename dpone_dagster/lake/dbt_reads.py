@@ -2,7 +2,9 @@
 
 A fork dbt run hands this read set to the dpone plugin (`DPONE_DBT_READS`, see `lake/resolution/reads.py`), so
 the fork creates defer views only for the relations the selected models (and the tests that touch
-them) read, not for every table its ancestors own.
+them) read, not for every table its ancestors own. When the sources changed since the op's
+manifest was parsed, the plugin computes it itself, inside dbt, from the manifest that dbt invocation
+has just parsed (`lake/dbt_plugin.py: invocation_reads`); both sides use the functions here.
 
 What a reader could get wrong:
 - it is the *direct* parents that are read, not the whole upstream closure: a model's SQL selects
@@ -22,9 +24,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from dpone_dagster.integration.dbt.translator import table_of
-
 BUILT_TYPES = ("model", "seed", "snapshot")
+
+
+def table_of(dbt_resource_props: Mapping[str, Any]) -> tuple[str, str]:
+    """(schema, table) of the relation a dbt node builds."""
+    return dbt_resource_props["schema"], dbt_resource_props.get("alias") or dbt_resource_props["name"]
 
 
 def _name(node: Mapping[str, Any]) -> str:
