@@ -93,6 +93,8 @@ def drop(
     from dpone_dagster import api
 
     result = api.drop_fork(workspace_id, actor=actor or _current_user(), stop_servers=stop)
+    for process in result.servers_stopped:
+        typer.echo(f"stopped {process}")
     if result.workspace_deleted:
         typer.echo(f"deleted workspace {result.workspace_id}")
     for orphan in result.orphaned:
@@ -104,6 +106,8 @@ def drop(
     _report_sweep(result.others_swept)
     if result.dagster_home_removed:
         typer.echo(f"removed its Dagster home {result.dagster_home_removed}")
+    if result.temp_dir_removed:
+        typer.echo(f"removed its temporary folder {result.temp_dir_removed}")
     for row in result.cleanup.leftovers:
         typer.echo(
             f"left for retry: {row.workspace_id} lake {row.lake} ({row.phase} phase, {row.code})",

@@ -27,11 +27,9 @@ the launcher then warns, or refuses with `forks.require_confinement`.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import stat
-import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,7 +46,7 @@ from dpone_dagster.lake.resolution.fork import LakePorts, PhysicalLake, physical
 from dpone_dagster.lake.resolution.naming import fork_storage_prefix, is_own_folder
 from dpone_dagster.lake.state.registry import prepare_catalog_folder
 from dpone_dagster.lake.state.tracking import UnknownWorkspaceError, workspace_lake_view
-from dpone_dagster.workspaces.dagster_home import default_dagster_home, workspace_segment
+from dpone_dagster.workspaces.dagster_home import default_dagster_home, private_temp_dir, workspace_segment
 
 DEVICE_FILES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/random", "/dev/urandom")
 DEVICE_TREES = ("/dev/shm", "/dev/pts")
@@ -103,12 +101,6 @@ class ConfinementPolicy:
             "writable_files": [str(p) for p in self.files],
             "read_only_checked": [str(p) for p in self.protected],
         }
-
-
-def private_temp_dir(config: DponeConfig) -> Path:
-    """`<system temp>/dpone-<uid>-<hash>`: one per state dir and fork, owned by this user alone."""
-    key = f"{config.state_path}\0{config.workspace}".encode()
-    return Path(tempfile.gettempdir()) / f"dpone-{os.getuid()}-{hashlib.sha256(key).hexdigest()[:12]}"
 
 
 def _local_tree(location: str) -> Path | None:
@@ -175,7 +167,7 @@ def fork_policy(config: DponeConfig, environ: Mapping[str, str] | None = None) -
         if environ.get("DAGSTER_HOME")
         else default_dagster_home(config)
     )
-    temp = private_temp_dir(config)
+    temp = private_temp_dir(config, workspace)
     trees: list[Path] = [own_folder, dagster_home, temp]
     protected: list[Path] = [probe_path(config)]
     places: list[OwnPlace] = []

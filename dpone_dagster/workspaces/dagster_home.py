@@ -24,8 +24,12 @@ dropped fork's own embedded home: never prod's, never a `DAGSTER_HOME` set in th
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 import shutil
+import stat
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -144,6 +148,29 @@ def _written_by_an_earlier_version(instance_file: Path, workspace: str) -> bool:
         return text in (plain, plain + WARM_RUNS_YAML) and text != instance_yaml(workspace)
     except OSError:
         return False
+
+
+def private_temp_dir(config: DponeConfig, workspace: str) -> Path:
+    """`<system temp>/dpone-<uid>-<hash>`: the temporary folder of `workspace`'s confined processes
+    (their TMPDIR: dbt's and DuckDB's spill files), one per state dir and fork, owned by this user alone."""
+    key = f"{config.state_path}\0{workspace}".encode()
+    return Path(tempfile.gettempdir()) / f"dpone-{os.getuid()}-{hashlib.sha256(key).hexdigest()[:12]}"
+
+
+def remove_private_temp_dir(config: DponeConfig, workspace: str) -> Path | None:
+    """Delete the dropped fork's private temporary folder; return it when it was removed. A link, a
+    file, or a folder another user owns at that name is left alone."""
+    if workspace == ROOT_WORKSPACE:
+        return None
+    path = private_temp_dir(config, workspace)
+    try:
+        found = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid():
+        return None
+    shutil.rmtree(path)
+    return path
 
 
 def remove_dagster_home(config: DponeConfig, workspace: str) -> Path | None:

@@ -36,7 +36,7 @@ from dpone_dagster.lake.ports import Clock, utc_now
 from dpone_dagster.lake.state.registry import records, tombstones
 from dpone_dagster.lake.state.tracking import UnknownWorkspaceError, forget_workspace
 from dpone_dagster.workspaces import repository as repo
-from dpone_dagster.workspaces.dagster_home import remove_dagster_home
+from dpone_dagster.workspaces.dagster_home import remove_dagster_home, remove_private_temp_dir
 from dpone_dagster.workspaces.dev_servers import require_home_idle
 from dpone_dagster.workspaces.permissions import require_may_drop, require_may_grant
 
@@ -88,6 +88,8 @@ class DropResult:
     cleanup: CleanupReport
     others_swept: CleanupReport = field(default_factory=CleanupReport)  # other workspaces' tombstones
     dagster_home_removed: str | None = None  # the fork's embedded Dagster home, once cleanup succeeded
+    temp_dir_removed: str | None = None  # the fork's private temporary folder, once cleanup succeeded
+    servers_stopped: tuple[str, ...] = ()  # the fork's own `dpone dev` processes a drop with stop ended
 
 
 @dataclass(frozen=True)
@@ -229,7 +231,7 @@ class Workspaces:
             raise RootProtectedError("the root workspace cannot be dropped")
         with self.engine.connect() as conn:  # every refusal before any server is stopped
             self._droppable(conn, workspace_id, actor)
-        require_home_idle(self.config, workspace_id, stop=stop_servers)
+        stopped = tuple(str(process) for process in require_home_idle(self.config, workspace_id, stop=stop_servers))
         with self.engine.begin() as conn:
             ws, orphaned = self._droppable(conn, workspace_id, actor)
             if ws is None:
@@ -248,9 +250,19 @@ class Workspaces:
                 if current is not None and current[1] == repo.DROPPING:
                     repo.set_incarnation_state(conn, workspace_id, current[0], repo.DROPPED, self._now())
             home = remove_dagster_home(self.config, workspace_id)
+            temp = remove_private_temp_dir(self.config, workspace_id)
         else:
-            home = None
-        return DropResult(workspace_id, ws is not None, orphaned, report, others, str(home) if home else None)
+            home = temp = None
+        return DropResult(
+            workspace_id,
+            ws is not None,
+            orphaned,
+            report,
+            others,
+            str(home) if home else None,
+            str(temp) if temp else None,
+            stopped,
+        )
 
     def _droppable(self, conn, workspace_id: str, actor: str) -> tuple[Workspace | None, tuple[str, ...]]:
         """The fork to drop (None: already deleted, cleanup left) and its throwaway children, or the refusal."""

@@ -25,7 +25,7 @@ import pytest
 
 from dpone_dagster.config import load_config
 from dpone_dagster.confinement.landlock import abi_version
-from dpone_dagster.confinement.policy import private_temp_dir
+from dpone_dagster.workspaces.dagster_home import private_temp_dir
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FORK = "wm-fork-confined"
@@ -88,7 +88,7 @@ def build_forked_state(state_dir: Path, tables: Sequence[str] = ("orders",)) -> 
     )
     assert done.returncode == 0, done.stderr[-3000:]
     lakes = state_dir / "lakes"
-    TEMP_DIRS.append(private_temp_dir(load_config(base_env(state_dir, FORK))))
+    TEMP_DIRS.append(private_temp_dir(load_config(base_env(state_dir, FORK)), FORK))
     return ForkedState(state_dir, lakes / "main.ducklake", lakes / "storage" / "main")
 
 

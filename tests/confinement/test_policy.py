@@ -21,13 +21,13 @@ from dpone_dagster.confinement.policy import (
     WritableCoversParentError,
     fork_policy,
     prepare_policy,
-    private_temp_dir,
 )
 from dpone_dagster.confinement.status import MARKER_ENV
 from dpone_dagster.control.store import reset_store_cache
 from dpone_dagster.lake.resolution.attach import CatalogLocation
 from dpone_dagster.lake.resolution.fork_catalog import fork_catalog_location
 from dpone_dagster.lake.resolution.naming import fork_catalog_file, legacy_fork_catalog_file
+from dpone_dagster.workspaces.dagster_home import private_temp_dir
 from dpone_dagster.workspaces.service import Workspaces
 
 from .harness import FORK
@@ -55,7 +55,7 @@ def fork_config(_isolated_state, monkeypatch):
     monkeypatch.setenv("DPONE_WORKSPACE", FORK)
     config = load_config()
     yield config
-    shutil.rmtree(private_temp_dir(config), ignore_errors=True)
+    shutil.rmtree(private_temp_dir(config, config.workspace), ignore_errors=True)
 
 
 def _inside(path: Path, tree: Path) -> bool:
@@ -75,11 +75,11 @@ def test_a_fork_writes_its_own_trees_and_nothing_that_holds_a_parents_file(fork_
     assert any(t.parent == lakes / "storage" / "__wm_forks" for t in policy.trees)
     assert state / "workspaces" / FORK in policy.trees
     assert state / "control" in policy.trees
-    assert private_temp_dir(fork_config) in policy.trees
+    assert private_temp_dir(fork_config, fork_config.workspace) in policy.trees
     assert {lakes / "main.ducklake", lakes / "storage" / "main"} <= set(policy.protected)
     for path in policy.protected:
         assert not any(_inside(path, tree) for tree in policy.trees), path
-    assert policy.env["TMPDIR"] == str(private_temp_dir(fork_config))
+    assert policy.env["TMPDIR"] == str(private_temp_dir(fork_config, fork_config.workspace))
     assert policy.env["DBT_TARGET_PATH"].startswith(str(state / "workspaces" / FORK))
     assert policy.env[MARKER_ENV] == FORK
 
@@ -88,7 +88,7 @@ def test_prepare_creates_every_folder_and_registers_the_forks_places(fork_config
     policy = fork_policy(fork_config, {})
     prepare_policy(policy, fork_config)
     assert all(t.is_dir() for t in policy.trees if not str(t).startswith("/dev/"))
-    assert private_temp_dir(fork_config).stat().st_mode & 0o077 == 0
+    assert private_temp_dir(fork_config, fork_config.workspace).stat().st_mode & 0o077 == 0
     assert {rule.path for rule in policy.rules() if not rule.is_file} == {t for t in policy.trees if t.is_dir()}
     from dpone_dagster.control.lake_tables import fork_ducklake_namespace as ledger
     from dpone_dagster.control.store import open_store
@@ -134,7 +134,7 @@ def test_a_shared_lake_is_the_forks_to_write(_isolated_state, monkeypatch):
 
 def test_a_private_temp_folder_made_by_someone_else_is_refused(fork_config):
     policy = fork_policy(fork_config, {})
-    temp = private_temp_dir(fork_config)
+    temp = private_temp_dir(fork_config, fork_config.workspace)
     temp.mkdir(mode=0o700, exist_ok=True)
     os.chmod(temp, 0o777)
     try:

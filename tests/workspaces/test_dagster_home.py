@@ -7,6 +7,7 @@ webserver shows no prod materialization) is proven by tests/ui/test_fork_deploym
 from __future__ import annotations
 
 import logging
+import shutil
 
 import pytest
 from dagster import DagsterInstance
@@ -16,6 +17,7 @@ from dpone_dagster.workspaces.dagster_home import (
     DagsterHomeOfAnotherWorkspaceError,
     default_dagster_home,
     prepare_dagster_home,
+    private_temp_dir,
     workspace_segment,
 )
 
@@ -76,9 +78,18 @@ def test_dropping_a_fork_removes_its_own_home_only(monkeypatch):
     prod_home = _prepared(monkeypatch, "prod")
     gone, kept = _prepared(monkeypatch, "wm-fork-gone"), _prepared(monkeypatch, "wm-fork-kept")
 
+    config = load_config()
+    gone_temp, kept_temp = private_temp_dir(config, "wm-fork-gone"), private_temp_dir(config, "wm-fork-kept")
+    for temp in (gone_temp, kept_temp):
+        temp.mkdir(mode=0o700, exist_ok=True)
+        (temp / "spill.tmp").write_bytes(b"synthetic spill")
+
     result = CliRunner().invoke(app, ["fork", "drop", "wm-fork-gone", "--as", "alice"])
     assert result.exit_code == 0, result.output
     assert f"removed its Dagster home {gone}" in result.output
+    assert f"removed its temporary folder {gone_temp}" in result.output
+    assert not gone_temp.exists() and (kept_temp / "spill.tmp").is_file()
+    shutil.rmtree(kept_temp)
     assert not gone.exists()
     assert gone.parent.is_dir()  # only the dagster_home directory itself
     assert (prod_home / "runs.db").is_file() and (kept / "runs.db").is_file()
@@ -114,3 +125,20 @@ def test_a_home_marked_for_another_workspace_or_an_incomplete_cleanup_is_kept(mo
     monkeypatch.setattr(service_module, "drop_fork_namespaces", lambda *a, **k: leftover)
     assert service.drop("wm-fork-pending", actor="alice").dagster_home_removed is None
     assert (pending / "runs.db").is_file()
+
+
+def test_a_link_at_a_forks_temp_folder_name_is_never_followed_by_a_drop(tmp_path):
+    from dpone_dagster.workspaces.service import Workspaces
+
+    service = Workspaces(load_config())
+    service.create_fork("wm-fork-linked", "prod", owner="alice")
+    elsewhere = tmp_path / "not-the-forks"
+    elsewhere.mkdir()
+    (elsewhere / "keep.txt").write_text("kept")
+    link = private_temp_dir(load_config(), "wm-fork-linked")
+    link.symlink_to(elsewhere, target_is_directory=True)
+    try:
+        assert service.drop("wm-fork-linked", actor="alice").temp_dir_removed is None
+        assert (elsewhere / "keep.txt").read_text() == "kept"
+    finally:
+        link.unlink()

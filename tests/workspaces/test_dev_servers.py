@@ -67,6 +67,8 @@ def test_drop_with_stop_stops_them_first_and_leaves_no_server_on_a_deleted_home(
     result = CliRunner().invoke(app, ["fork", "drop", "wm-fork-served", "--as", "alice", "--stop"])
     assert result.exit_code == 0, result.output
     assert not home.exists()
+    assert f"stopped dagster dev (pid {server.pid})" in result.output  # says what it stopped
+    assert "stopped webserver (pid" in result.output
     server.wait(timeout=30)
     for process in running:
         stat = f"/proc/{process.pid}/stat"
