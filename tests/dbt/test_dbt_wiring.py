@@ -105,3 +105,23 @@ def test_a_missing_dbt_project_names_the_setting_that_points_at_it(tmp_path, mon
     assert refused.value.code == "dbt.project_missing"
     assert "`dbt_project_dir`" in refused.value.message
     assert str(tmp_path) not in refused.value.message
+
+
+def test_the_read_set_variables_are_always_set_or_unset_never_inherited(monkeypatch):
+    """A `DPONE_DBT_READS_FROM_INVOCATION` or `DPONE_DBT_READS` in the op's own environment (a user's
+    shell, a run launcher) must not narrow or widen what a dbt run of the op defers."""
+    from dpone_dagster.integration.dbt.run import dbt_subprocess_env
+    from dpone_dagster.integration.lake.resources import DuckLakeResource
+    from dpone_dagster.lake.dbt_plugin import READS_FROM_INVOCATION_ENV
+    from dpone_dagster.lake.resolution.reads import READS_ENV
+
+    monkeypatch.setenv(READS_FROM_INVOCATION_ENV, "1")
+    monkeypatch.setenv(READS_ENV, "raw.inherited")
+    with dbt_subprocess_env(DuckLakeResource(), ["marts.fct_orders"]):  # reads_everything: every table
+        assert READS_FROM_INVOCATION_ENV not in os.environ and READS_ENV not in os.environ
+    with dbt_subprocess_env(DuckLakeResource(), ["marts.fct_orders"], ["staging.stg_orders"]):
+        assert READS_FROM_INVOCATION_ENV not in os.environ
+        assert os.environ[READS_ENV] == "staging.stg_orders"
+    with dbt_subprocess_env(DuckLakeResource(), ["marts.fct_orders"], reads_from_invocation=True):
+        assert os.environ[READS_FROM_INVOCATION_ENV] == "1" and READS_ENV not in os.environ
+    assert os.environ[READS_FROM_INVOCATION_ENV] == "1" and os.environ[READS_ENV] == "raw.inherited"

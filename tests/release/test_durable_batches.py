@@ -55,6 +55,27 @@ def test_a_batch_that_fails_names_nothing_and_leaves_no_temporaries(tmp_path):
     assert store.get("blobs/a") == b"one"
 
 
+def test_another_threads_write_during_a_batch_is_durable_and_visible_at_once(tmp_path):
+    """Only the thread that opened the batch stages; a lease written by another thread is not held back."""
+    import threading
+
+    store = LocalDirectoryStore(tmp_path / "registry")
+    seen: dict[str, object] = {}
+
+    def other_thread():
+        seen["created"] = store.put_if_absent("leases/other.json", b"{}")
+        seen["visible"] = store.get("leases/other.json")
+
+    with store.batch():
+        store.put_if_absent("blobs/a", b"one")
+        worker = threading.Thread(target=other_thread)
+        worker.start()
+        worker.join()
+        assert seen == {"created": True, "visible": b"{}"}
+        assert store.get("blobs/a") is None
+    assert store.get("blobs/a") == b"one"
+
+
 def test_without_syncfs_every_batched_file_is_fsynced_before_it_is_named(tmp_path, monkeypatch):
     store = LocalDirectoryStore(tmp_path / "registry")
     synced: list[str] = []

@@ -61,21 +61,20 @@ def selected_tables(context: AssetExecutionContext, lake: str) -> list[str]:
     )
 
 
-FROM_INVOCATION: tuple[str, ...] = ("<from this dbt invocation's manifest>",)
-"""The `reads` of a run whose dbt sources changed since its manifest was parsed: the plugin computes the
-read set inside dbt, from the manifest that dbt invocation parses anyway (`lake/dbt_plugin.py`)."""
-
-
 @contextmanager
 def dbt_subprocess_env(
     ducklake: DuckLakeResource,
     targets: Sequence[str],
     reads: Sequence[str] | None = None,
     extra: Mapping[str, str | None] | None = None,
+    *,
+    reads_from_invocation: bool = False,
 ) -> Iterator[None]:
-    """Expose the deployment's workspace, `targets`, `reads` (None: every table, `lake/resolution/reads.py`;
-    `FROM_INVOCATION`: the plugin computes them) and `extra` (a None value: unset) to a dbt subprocess
-    started inside the block only."""
+    """Expose the deployment's workspace, `targets`, `reads` (None: every table, `lake/resolution/reads.py`)
+    and `extra` (a None value: unset) to a dbt subprocess started inside the block only. With
+    `reads_from_invocation` (and no `reads`) the plugin computes the read set inside dbt, from the
+    manifest that dbt invocation parses anyway (`lake/dbt_plugin.py`). Both variables are always set
+    or unset here, so a value inherited from this process's environment never reaches dbt."""
     from dpone_dagster.lake.dbt_plugin import (  # dbt's adapter: only when dbt runs
         READS_FROM_INVOCATION_ENV,
         TARGETS_ENV,
@@ -84,8 +83,8 @@ def dbt_subprocess_env(
     from dpone_dagster.lake.dbt_recording import DAGSTER_RECORDS, RECORDER_ENV
 
     wanted: dict[str, str | None] = {
-        READS_ENV: None if reads is None or reads is FROM_INVOCATION else reads_to_env(reads),
-        READS_FROM_INVOCATION_ENV: "1" if reads is FROM_INVOCATION else None,
+        READS_ENV: None if reads is None else reads_to_env(reads),
+        READS_FROM_INVOCATION_ENV: "1" if reads_from_invocation else None,
         WORKSPACE_ENV: ducklake.workspace_id,
         PROJECT_ROOT_ENV: str(load_config().project_root),
         TARGETS_ENV: targets_to_env(targets),
@@ -176,13 +175,11 @@ def build_in_lake(
     `project.sources_changed_since`), in the manifest the dbt invocation itself parses; unless
     `reads_everything` (a project whose SQL reads relations dbt's graph does not declare)."""
     targets = selected_tables(context, lake)
-    if reads_everything:
-        reads = None
-    elif sources_changed:
-        reads = FROM_INVOCATION
-    else:
+    from_invocation = sources_changed and not reads_everything
+    reads = None
+    if not reads_everything and not from_invocation:
         reads = dbt_reads(get_manifest_and_translator_from_dbt_assets([context.assets_def])[0], targets)
-    with dbt_subprocess_env(ducklake, targets, reads):
+    with dbt_subprocess_env(ducklake, targets, reads, reads_from_invocation=from_invocation):
         invocation = dbt.cli(list(args), context=context, raise_on_error=False)
     yield from recorded_after_dbt(
         invocation, lambda events: with_lake_metadata(context, ducklake, lake, targets, events, invocation)

@@ -24,12 +24,13 @@ import contextlib
 import os
 import re
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from dpone_dagster.release.errors import RegistryError
-from dpone_dagster.release.source.local_files import sync_filesystem
+from dpone_dagster.release.source.local_files import fsync_path, sync_filesystem
 
 _KEY = re.compile(r"^[a-z0-9][a-z0-9._-]*(?:/[a-z0-9][a-z0-9._-]*)*$")
 _MAX_KEY = 512
@@ -47,7 +48,15 @@ class LocalDirectoryStore:
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
-        self._batched: dict[Path, str] | None = None  # target -> its unsynced temporary, inside `batch()`
+        self._batch = threading.local()  # `.pending`: target -> unsynced temporary, in the thread inside `batch()`
+
+    @property
+    def _batched(self) -> dict[Path, str] | None:
+        return getattr(self._batch, "pending", None)
+
+    @_batched.setter
+    def _batched(self, pending: dict[Path, str] | None) -> None:
+        self._batch.pending = pending
 
     def _path(self, key: str) -> Path:
         return self.root / require_key(key)
@@ -83,7 +92,7 @@ class LocalDirectoryStore:
                 os.link(temp, target)
             except FileExistsError:
                 return False
-            _fsync_path(target.parent)
+            fsync_path(target.parent)
             return True
         finally:
             with contextlib.suppress(FileNotFoundError):
@@ -93,8 +102,9 @@ class LocalDirectoryStore:
     def batch(self) -> Iterator[None]:
         """Objects put inside the block appear, durable, when it exits without an error (see the module
         docstring); until then `get` does not see them, and `put_if_absent`'s True means "staged".
-        For content-addressed keys only: a name that appears meanwhile is taken to hold the same bytes
-        (the registry rereads every byte after the batch)."""
+        Only the thread that opened the batch stages: another thread's `put_if_absent` on the same
+        store writes durably at once, as outside a batch. For content-addressed keys only: a name that
+        appears meanwhile is taken to hold the same bytes (the registry rereads every byte after the batch)."""
         if self._batched is not None:
             raise RegistryError("release.registry_unavailable", "a local store batch is already open")
         self._batched = {}
@@ -112,12 +122,12 @@ class LocalDirectoryStore:
         try:
             if pending and not sync_filesystem(self.root / ".staging"):
                 for temp in pending.values():
-                    _fsync_path(temp)
+                    fsync_path(temp)
             for target, temp in pending.items():
                 with contextlib.suppress(FileExistsError):  # a concurrent writer's identical object
                     os.link(temp, target)
             for folder in {target.parent for target in pending}:
-                _fsync_path(folder)
+                fsync_path(folder)
         finally:
             for temp in pending.values():
                 with contextlib.suppress(FileNotFoundError):
@@ -138,14 +148,6 @@ class LocalDirectoryStore:
     def delete(self, key: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             self._path(key).unlink()
-
-
-def _fsync_path(path: Path | str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class S3Store:

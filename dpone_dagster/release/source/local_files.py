@@ -29,6 +29,15 @@ def _load_syncfs():
 _SYNCFS = _load_syncfs()
 
 
+def fsync_path(path: Path | str) -> None:
+    """fsync one file or folder by its path."""
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
 def sync_filesystem(path: Path) -> bool:
     """Flush every written file and directory entry of the filesystem holding `path` to disk, with one
     `syncfs(2)`; False (nothing done) where the system has no `syncfs` (then fsync file by file)."""
@@ -70,11 +79,7 @@ class LocalFiles:
             return
         for folder, _, names in os.walk(root):
             for name in names:
-                descriptor = os.open(os.path.join(folder, name), os.O_RDONLY)
-                try:
-                    os.fsync(descriptor)
-                finally:
-                    os.close(descriptor)
+                fsync_path(os.path.join(folder, name))
             self.sync_dir(Path(folder))
 
     def replace(self, path: Path, data: bytes) -> None:
@@ -123,8 +128,4 @@ class LocalFiles:
         self.sync_dir(path.parent)
 
     def sync_dir(self, path: Path) -> None:
-        descriptor = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(descriptor)
-        finally:
-            os.close(descriptor)
+        fsync_path(path)
