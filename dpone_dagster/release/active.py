@@ -12,7 +12,8 @@ from dpone_dagster.authority.target_admission import AdmissionError
 from dpone_dagster.clock import Clock
 from dpone_dagster.contracts.bounds import parse_timestamp
 from dpone_dagster.errors import DponeError
-from dpone_dagster.release.delivery.install import InstalledRelease, ReleaseCache
+from dpone_dagster.release.delivery.deployments import InstalledRelease
+from dpone_dagster.release.delivery.install import ReleaseCache
 from dpone_dagster.release.platform.settings import ReleaseSettings
 from dpone_dagster.release.runtime.admission import AdmissionView, admission_view
 from dpone_dagster.release.runtime.synthetic_release import SyntheticBundle, SyntheticReleaseStore

@@ -22,7 +22,7 @@ from dpone_dagster.contracts.bounds import parse_timestamp
 from dpone_dagster.contracts.coded import CodedError
 from dpone_dagster.contracts.release_records import DeploymentRecord
 from dpone_dagster.release.build.bundle import PARENT_PATH, ReleaseBundle, open_bundle
-from dpone_dagster.release.delivery.install import read_deployment
+from dpone_dagster.release.delivery.deployments import read_deployment
 from dpone_dagster.release.delivery.object_stores import LocalDirectoryStore
 from dpone_dagster.release.delivery.registry import RELEASES, ReleaseRegistry
 from dpone_dagster.release.platform.target import object_store

@@ -24,7 +24,7 @@ import dagster as dg
 from dpone_dagster.contracts.bounds import parse_timestamp
 from dpone_dagster.contracts.receipts import DevelopmentAuthorityReceipt
 from dpone_dagster.release.build.bundle import ReleaseBundle
-from dpone_dagster.release.delivery.install import InstalledRelease
+from dpone_dagster.release.delivery.deployments import InstalledRelease
 from dpone_dagster.release.pipeline import ReleasePipeline
 from dpone_dagster.release.runtime.admission import admission_view
 from dpone_dagster.release.runtime.catalog import dormant_tasks

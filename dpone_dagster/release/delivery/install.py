@@ -19,8 +19,10 @@ installed bytes. Each check names what the release is delivered under: the autho
 materializing, the installed `dpone.deployment-record.v2` or `.v3` (authority fields bound) when
 activating. Pointer-changing recovery, audit-only repair and rollback follow the same rule with
 their own activation-receipt purposes (`pointer_recovery`, `audit_repair`, `rollback`); an
-`activate` receipt never admits a rollback. Verified reading lives in `release.deployments`; the
-operator entry points (receipts issued from the live grant) in `release.operations`.
+`activate` receipt never admits a rollback. Verified reading lives in `release.deployments`, the
+cache's reading half (`CacheReader`, the state `ReleaseCache` extends) in
+`release.delivery.cache_reading`; the operator entry points (receipts issued from the live grant) in
+`release.operations`.
 
 What a reader could get wrong: a failure after preparation is never retried blindly. The pending
 intent stays, every other activation refuses with `release.activation_recovery_required`, and
@@ -37,7 +39,6 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from dpone_dagster.clock import Clock
 from dpone_dagster.contracts.bounds import format_timestamp
 from dpone_dagster.contracts.receipts import (
     ActivationReceipt,
@@ -45,7 +46,6 @@ from dpone_dagster.contracts.receipts import (
     MaterializationReceipt,
 )
 from dpone_dagster.contracts.release_records import (
-    BOUND_DEPLOYMENT_RECORDS,
     ActivationAction,
     ActivationIntent,
     AuditEntry,
@@ -56,20 +56,12 @@ from dpone_dagster.contracts.release_records import (
 from dpone_dagster.release.build.budget import require_within_budget
 from dpone_dagster.release.build.bundle import ReleaseBundle, deployment_projection, open_bundle
 from dpone_dagster.release.build.compose import require_authority
-from dpone_dagster.release.delivery.deployments import (
-    GENESIS,
-    InstalledRelease,
-    read_audit_log,
-    read_deployment,
-    require_staged_exactly,
-)
-from dpone_dagster.release.delivery.deployments import read_document as _read_document
+from dpone_dagster.release.delivery.cache_reading import CacheReader
+from dpone_dagster.release.delivery.deployments import GENESIS, require_staged_exactly
 from dpone_dagster.release.delivery.member_pages import Listed, record_documents
 from dpone_dagster.release.errors import ActivationError, DurabilityUncertainError, IntegrityError, RegistryError
-from dpone_dagster.release.ports import TargetAdmission
-from dpone_dagster.release.source.local_files import LocalFiles
 
-__all__ = ["ActivationResult", "InstalledRelease", "MaterializationResult", "ReleaseCache", "read_deployment"]
+__all__ = ["ActivationResult", "MaterializationResult", "ReleaseCache"]
 
 
 @dataclass(frozen=True)
@@ -89,31 +81,9 @@ class ActivationResult:
     changed: bool
 
 
-class ReleaseCache:
-    """The local immutable cache of one target. All writes go through `files` (a fault-injection seam)."""
-
-    def __init__(
-        self, root: Path, *, admission: TargetAdmission, clock: Clock, files: LocalFiles | None = None
-    ) -> None:
-        self.root = Path(root)
-        self.admission = admission
-        self.clock = clock
-        self.files = files or LocalFiles()
-
-    @property
-    def _current_path(self) -> Path:
-        return self.root / "current"
-
-    @property
-    def _intent_path(self) -> Path:
-        return self.root / "activation.pending"
-
-    @property
-    def _audit_path(self) -> Path:
-        return self.root / "audit.log"
-
-    def _deployment_dir(self, release_id: str) -> Path:
-        return self.root / "deployments" / release_id.removeprefix("sha256:")
+class ReleaseCache(CacheReader):
+    """The local immutable cache of one target. All writes go through `files` (a fault-injection seam);
+    the state and every read are `CacheReader`'s (`release.delivery.cache_reading`)."""
 
     # ------------------------------------------------------------------ materialization
 
@@ -183,14 +153,7 @@ class ReleaseCache:
             ) from None
         return bundle.total_bytes + len(record.data) + sum(len(data) for data in record.pages.values())
 
-    # ------------------------------------------------------------------ reading (no receipt needed)
-
-    def load(self, release_id: str) -> InstalledRelease:
-        """The installed deployment of `release_id`, fully re-verified (sealed projection + every byte)."""
-        path = self._deployment_dir(release_id)
-        if not path.is_dir():
-            raise ActivationError("release.not_installed", "that release is not installed in this cache")
-        return read_deployment(path, release_id)
+    # ------------------------------------------------------------------ activation
 
     def _admit_activation(
         self,
@@ -211,75 +174,6 @@ class ReleaseCache:
             purpose=purpose,
             after_preparation=after_preparation,
         )
-
-    def _bound_record(self, release_id: str) -> BoundDeploymentRecord:
-        """The installed record whose authority fields an activation is checked against; v1 binds none."""
-        record = self.load(release_id).record
-        if not isinstance(record, BOUND_DEPLOYMENT_RECORDS):
-            raise IntegrityError(
-                "release.integrity_mismatch",
-                (
-                    "the deployment record predates bound authority fields (v1); move the deployment aside "
-                    "and install the release again"
-                ),
-            )
-        return record
-
-    def deployments(self) -> list[str]:
-        root = self.root / "deployments"
-        return sorted("sha256:" + item.name for item in root.iterdir()) if root.is_dir() else []
-
-    def current(self) -> CurrentPointer | None:
-        if not self._current_path.exists():
-            return None
-        pointer = _read_document(CurrentPointer, self._current_path)
-        if pointer is None:
-            raise IntegrityError("release.integrity_mismatch", "the current pointer is unreadable")
-        return pointer
-
-    def pending(self) -> ActivationIntent | None:
-        if not self._intent_path.exists():
-            return None
-        intent = _read_document(ActivationIntent, self._intent_path)
-        if intent is None:
-            raise ActivationError(
-                "release.activation_recovery_required", "a prepared activation is unreadable; recover it"
-            )
-        return intent
-
-    def audit_log(self) -> list[AuditEntry]:
-        """Every audit entry, with the hash chain verified; raise `release.audit_log_corrupt` if broken."""
-        return read_audit_log(self._audit_path)
-
-    def staging(self) -> list[str]:
-        """Names under `staging/`: what an interrupted materialization left (never a deployment)."""
-        root = self.root / "staging"
-        return sorted(item.name for item in root.iterdir()) if root.is_dir() else []
-
-    def remove_staging(self, names: list[str]) -> list[str]:
-        """Remove the named staging entries (cleanup only; the caller holds the cleanup lease)."""
-        removed = []
-        for name in names:
-            path = self.root / "staging" / name
-            if path.parent != self.root / "staging" or not path.name or path.is_symlink():
-                continue
-            if path.is_dir():
-                shutil.rmtree(path)
-            elif path.exists():
-                path.unlink()
-            else:
-                continue
-            removed.append(name)
-        return removed
-
-    def previous_release(self) -> str:
-        """The deployment active before the current one: what `rollback` selects."""
-        pointer = self.current()
-        if pointer is None or pointer.previous_release_id is None:
-            raise ActivationError("release.no_previous_deployment", "there is no earlier deployment to roll back to")
-        return pointer.previous_release_id
-
-    # ------------------------------------------------------------------ activation
 
     def activate(self, release_id: str, *, receipt: ActivationReceipt | None) -> ActivationResult:
         """Move the current pointer to an installed release under an `activate` receipt."""
