@@ -5,7 +5,11 @@ The manifest is prepared once: by `dpone prepare` (what `make dev` and a product
 run), or, if it is missing or stale, by the first process that loads the code location. "Stale" is
 decided by a fingerprint of the project's source files stored next to the manifest, so the run
 workers `dagster dev` starts for every run load the definitions without running `dbt parse` again,
-and a changed model is still picked up on the next load.
+and a changed model is still picked up on the next load. The fingerprint is taken over a SHA-256 per
+file, stored beside it (`dpone_manifest.sources.json`), so a load after an edit knows which files
+changed: when they are only plain-SQL edits of models, the manifest follows them without starting
+dbt (`sql_edits.py`: the two fields dbt would change, proven equal to a real parse by the tests);
+any other change runs `dbt parse`.
 
 The manifest also follows the files between loads: a dbt op asks `sources_changed_since` before it
 builds. When nothing changed since the manifest its definitions were loaded with (the fingerprint
@@ -28,6 +32,7 @@ names (dpone.yaml; this repository's default is its demo project), resolved only
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import multiprocessing
 import os
@@ -42,10 +47,12 @@ from filelock import FileLock, Timeout
 from dpone_dagster.config import load_config
 from dpone_dagster.errors import DponeError
 from dpone_dagster.integration.dbt.cli import InstalledDbtCliResource  # no `dbt --version`, no adapter
+from dpone_dagster.integration.dbt.sql_edits import follow_sql_edits, read_manifest, write_manifest
 
 log = logging.getLogger(__name__)
 
 FINGERPRINT_FILE = "dpone_manifest.fingerprint"
+DIGESTS_FILE = "dpone_manifest.sources.json"  # per file: what the manifest was prepared from
 PARSE_ARGS = ("parse", "--quiet")
 _PROJECT_FILES = ("dbt_project.yml", "profiles.yml", "packages.yml", "dependencies.yml", "selectors.yml")
 _SOURCE_DIRS = ("models", "macros", "tests", "seeds", "snapshots", "analyses")
@@ -128,22 +135,46 @@ def configured_dbt_project() -> DbtProject:
     return _configured_dbt_project(project_dir)
 
 
-def project_fingerprint(project_dir: Path) -> str:
-    """SHA-256 over the relative path and bytes of every file dbt parses."""
-    digest = hashlib.sha256()
+def source_digests(project_dir: Path) -> dict[str, str]:
+    """The SHA-256 of every file dbt parses, by its path relative to `project_dir`."""
     files = [project_dir / name for name in _PROJECT_FILES]
     for folder in _SOURCE_DIRS:
         files.extend(p for p in (project_dir / folder).rglob("*") if p.is_file())
-    for path in sorted(p for p in files if p.is_file()):
-        relative = path.relative_to(project_dir).as_posix().encode()
-        digest.update(len(relative).to_bytes(4, "big") + relative)
-        content = path.read_bytes()
-        digest.update(len(content).to_bytes(8, "big") + content)
+    return {
+        path.relative_to(project_dir).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(p for p in files if p.is_file())
+    }
+
+
+def fingerprint_of(digests: dict[str, str]) -> str:
+    """One SHA-256 over the relative path and digest of every source file."""
+    digest = hashlib.sha256()
+    for relative, content in sorted(digests.items()):
+        digest.update(len(relative).to_bytes(4, "big") + relative.encode() + content.encode())
     return digest.hexdigest()
+
+
+def project_fingerprint(project_dir: Path) -> str:
+    """The fingerprint of every file dbt parses (`fingerprint_of(source_digests(project_dir))`)."""
+    return fingerprint_of(source_digests(project_dir))
 
 
 def _fingerprint_path(project: DbtProject) -> Path:
     return project.manifest_path.with_name(FINGERPRINT_FILE)
+
+
+def _digests_path(project: DbtProject) -> Path:
+    return project.manifest_path.with_name(DIGESTS_FILE)
+
+
+def _stored_digests(project: DbtProject) -> dict[str, str] | None:
+    try:
+        stored = json.loads(_digests_path(project).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(stored, dict) or not all(isinstance(v, str) for v in stored.values()):
+        return None
+    return stored
 
 
 def stored_fingerprint(project: DbtProject) -> str | None:
@@ -190,22 +221,46 @@ def _parse_unless_current(project: DbtProject, *, force: bool) -> bool:
         with lock.acquire(timeout=_LOCK_TIMEOUT_SECONDS):
             if not force and manifest_is_current(project):
                 return False
-            fingerprint = project_fingerprint(project.project_dir)
-            invocation = InstalledDbtCliResource(project_dir=project, dbt_executable=dbt_executable()).cli(
-                list(PARSE_ARGS), target_path=project.target_path, raise_on_error=False
-            )
-            invocation.wait()
-            if not invocation.is_successful() or not project.manifest_path.is_file():
-                raise DbtProjectError(
-                    f"`dbt parse` failed for {project.name}; run `dbt parse` in the project folder to see the error",
-                    code="dbt.parse_failed",
-                )
-            staged = _fingerprint_path(project).with_suffix(".tmp")
-            staged.write_text(fingerprint + "\n", encoding="utf-8")
-            staged.replace(_fingerprint_path(project))
+            digests = source_digests(project.project_dir)
+            if force or not _follow_sql_edits(project, digests):
+                _parse(project)
+            _replace(_digests_path(project), json.dumps(digests, sort_keys=True))
+            _replace(_fingerprint_path(project), fingerprint_of(digests) + "\n")  # last: the manifest is current
     except Timeout:
         raise DbtProjectError(
             "another process has held the manifest lock for over five minutes", code="dbt.parse_locked"
         ) from None
     log.info("prepared the dbt manifest for %s", project.name)
     return True
+
+
+def _follow_sql_edits(project: DbtProject, digests: dict[str, str]) -> bool:
+    """Whether the manifest on disk now follows the sources without a parse (`sql_edits.py`)."""
+    prepared = _stored_digests(project)
+    manifest = read_manifest(project.manifest_path) if prepared is not None else None
+    if manifest is None or prepared is None:
+        return False
+    followed = follow_sql_edits(manifest, project.project_dir, prepared, digests)
+    if followed is None:
+        return False
+    write_manifest(project.manifest_path, manifest)
+    log.info("the dbt manifest follows the SQL edit of %s without a parse", ", ".join(followed))
+    return True
+
+
+def _parse(project: DbtProject) -> None:
+    invocation = InstalledDbtCliResource(project_dir=project, dbt_executable=dbt_executable()).cli(
+        list(PARSE_ARGS), target_path=project.target_path, raise_on_error=False
+    )
+    invocation.wait()
+    if not invocation.is_successful() or not project.manifest_path.is_file():
+        raise DbtProjectError(
+            f"`dbt parse` failed for {project.name}; run `dbt parse` in the project folder to see the error",
+            code="dbt.parse_failed",
+        )
+
+
+def _replace(path: Path, text: str) -> None:
+    staged = path.with_suffix(".tmp")
+    staged.write_text(text, encoding="utf-8")
+    staged.replace(path)
