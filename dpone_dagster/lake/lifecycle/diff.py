@@ -33,7 +33,7 @@ from dpone_dagster.control.store import open_store
 from dpone_dagster.errors import LakeError, WorkspaceError
 from dpone_dagster.lake.lifecycle.diff_sql import TableVersions, change_counts, compare_tables
 from dpone_dagster.lake.ports import Clock, utc_now
-from dpone_dagster.lake.resolution.fork import ancestor_reads
+from dpone_dagster.lake.resolution.ancestors import ancestor_reads
 from dpone_dagster.lake.resolution.pins import built_from
 from dpone_dagster.lake.resolution.plan import TableName
 from dpone_dagster.lake.state.tracking import WorkspaceLakeView, workspace_lake_view

@@ -61,7 +61,8 @@ from dpone_dagster.lake.lifecycle.promote_files import (
     storage_reason,
 )
 from dpone_dagster.lake.ports import Clock, utc_now
-from dpone_dagster.lake.resolution.fork import ancestor_options, ancestor_reads, physical_lake, secret_and_attach
+from dpone_dagster.lake.resolution.ancestors import ancestor_reads
+from dpone_dagster.lake.resolution.fork import ancestor_options, physical_lake, secret_and_attach
 from dpone_dagster.lake.resolution.naming import ancestor_alias
 from dpone_dagster.lake.resolution.pins import built_from
 from dpone_dagster.lake.resolution.plan import TableName

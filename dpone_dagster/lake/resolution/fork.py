@@ -25,6 +25,8 @@ attaching it.
 The builder reads each source once, in one pass (the chain view's fields, never its methods; the
 catalogs; the ledger), and everything it derives from them is a value (`owners.py`, `plan.py`,
 `attach.py`, `naming.py`): `tests/lake/test_lake_path.py` fails when the path re-enters a module.
+The ancestor half alone (their attaches, without the fork's own namespace, for pins, diff and
+promotion) is `ancestors.py`.
 
 What a reader could get wrong: the transition keys on the fork catalog's live views read when the
 plan is applied, not on recorded status (after a failed run the status cannot tell a defer view
@@ -211,7 +213,7 @@ def _inspect(
     return mine, attachable, warnings
 
 
-def _chain_lakes(view: WorkspaceLakeView, config: DponeConfig) -> tuple[list[PhysicalLake], dict[str, PhysicalLake]]:
+def chain_lakes(view: WorkspaceLakeView, config: DponeConfig) -> tuple[list[PhysicalLake], dict[str, PhysicalLake]]:
     """Ancestors to attach (one per physical location, nearest first) and who serves each member."""
     ancestors: list[PhysicalLake] = []
     serving: dict[str, PhysicalLake] = {}
@@ -321,7 +323,7 @@ def resolve_workspace_lake(
         return root_resolution(workspace_id, own, config, targets)
 
     me = physical_lake(workspace_id, own, config, is_fork=True, incarnation=view.incarnation)
-    ancestors, serving = _chain_lakes(view, config)
+    ancestors, serving = chain_lakes(view, config)
     me, ancestors, role_warnings = confine(me, ancestors, config)
     aliases = {a.workspace_id: ancestor_alias(lake, a.workspace_id) for a in ancestors}
     ports = ports or LakePorts()
@@ -377,41 +379,6 @@ def resolve_workspace_lake(
         missing_marks=MissingMarks(config, lake, frozenset(view.pins)),
         fence=IncarnationFence(config.control_store, workspace_id, view.incarnation),
     )
-
-
-@dataclass(frozen=True)
-class AncestorReads:
-    """How a fork reaches its ancestors, without touching its own namespace: one READ_ONLY attach
-    per physical ancestor lake (pinned or live) and, per chain member, the alias that serves it."""
-
-    attaches: tuple[AncestorAttach, ...] = ()
-    members: dict[str, str] = field(default_factory=dict)
-    warnings: tuple[str, ...] = ()
-
-
-def ancestor_reads(workspace_id: str, lake: str, config: DponeConfig, *, pinned: bool = True) -> AncestorReads:
-    """The ancestor attaches of `workspace_id`'s lake (`pinned=False`: at their current snapshot).
-    Registers nothing and attaches nothing; empty outside fork mode."""
-    view = workspace_lake_view(workspace_id, lake, config, tables=())  # no tracking: attaches only
-    if not view.forked[0]:
-        return AncestorReads()
-    own = view.settings[workspace_id].settings
-    me = physical_lake(workspace_id, own, config, is_fork=True, incarnation=view.incarnation)
-    ancestors, serving = _chain_lakes(view, config)
-    me, ancestors, warnings = confine(me, ancestors, config)
-    aliases = {a.workspace_id: ancestor_alias(lake, a.workspace_id) for a in ancestors}
-    attaches = tuple(
-        AncestorAttach(
-            a.workspace_id,
-            aliases[a.workspace_id],
-            secret_and_attach(
-                a, aliases[a.workspace_id], ancestor_options(a, view.pins.get(a.workspace_id) if pinned else None)
-            ),
-        )
-        for a in ancestors
-    )
-    members = {m: aliases[r.workspace_id] for m, r in serving.items() if r.workspace_id in aliases}
-    return AncestorReads(attaches, members, tuple(warnings))
 
 
 def _by_name(triples: LiveViewTriples) -> LiveViews:

@@ -35,7 +35,7 @@ from dpone_dagster.control.workspace_tables import ACTIVE, fork_pin, workspace, 
 from dpone_dagster.errors import LakeError
 from dpone_dagster.lake.guard.statement import quote_ident
 from dpone_dagster.lake.ports import Clock, utc_now
-from dpone_dagster.lake.resolution.fork import AncestorReads, ancestor_reads
+from dpone_dagster.lake.resolution.ancestors import AncestorReads, ancestor_reads
 from dpone_dagster.lake.resolution.plan import TableName
 from dpone_dagster.lake.state.tracking import read_pins, workspace_lake_view
 
