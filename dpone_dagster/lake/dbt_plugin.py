@@ -53,6 +53,7 @@ from dbt.adapters.duckdb.plugins import BasePlugin
 from dpone_dagster.config import DEFAULT_LAKE, load_config
 from dpone_dagster.errors import LakeError
 from dpone_dagster.lake import duck
+from dpone_dagster.lake.dbt_handover import READS_FROM_INVOCATION_ENV, targets_from_env
 from dpone_dagster.lake.dbt_reads import dbt_reads
 from dpone_dagster.lake.dbt_recording import record_at_exit
 from dpone_dagster.lake.guard.checker import SqlGuard
@@ -63,9 +64,6 @@ from dpone_dagster.lake.resolution.seam import resolve
 
 log = logging.getLogger(__name__)
 
-TARGETS_ENV = "DPONE_DBT_TARGETS"
-READS_FROM_INVOCATION_ENV = "DPONE_DBT_READS_FROM_INVOCATION"
-"""`1`: the read set comes from this dbt invocation's own manifest (`invocation_reads`), not `DPONE_DBT_READS`."""
 GUARDED_DBT_DUCKDB = ("1.11.0", "1.11.1")
 """The dbt-duckdb releases whose cursor path was reviewed (every SQL through DuckDBCursorWrapper;
 1.11.0 and 1.11.1 differ there only in how a registered-frame check drains its result).
@@ -86,19 +84,6 @@ class DbtDuckdbUnsupportedError(DbtGuardUnavailableError):
 
 class ProfileMismatchError(LakeError):
     code = "lake.dbt_profile_mismatch"
-
-
-def targets_to_env(targets: Sequence[str]) -> str:
-    """The `DPONE_DBT_TARGETS` value for a list of `schema.table` names (order-insensitive)."""
-    for target in targets:
-        if "," in target:
-            raise LakeError(f"a dbt target name cannot contain a comma: {target!r}")
-    return ",".join(sorted(set(targets)))
-
-
-def targets_from_env(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
-    raw = (os.environ if environ is None else environ).get(TARGETS_ENV, "")
-    return tuple(part for part in (p.strip() for p in raw.split(",")) if part)
 
 
 def invocation_reads(targets: Sequence[str], environ: Mapping[str, str] | None = None) -> list[str] | None:

@@ -11,7 +11,7 @@ from dbt_lakes import DBT_PROJECT_DIR
 
 from dpone_dagster.config import load_config
 from dpone_dagster.errors import LakeError
-from dpone_dagster.lake.dbt_plugin import TARGETS_ENV, targets_from_env, targets_to_env
+from dpone_dagster.lake.dbt_handover import TARGETS_ENV, targets_from_env, targets_to_env
 
 
 @pytest.fixture
@@ -112,7 +112,7 @@ def test_the_read_set_variables_are_always_set_or_unset_never_inherited(monkeypa
     shell, a run launcher) must not narrow or widen what a dbt run of the op defers."""
     from dpone_dagster.integration.dbt.run import dbt_subprocess_env
     from dpone_dagster.integration.lake.resources import DuckLakeResource
-    from dpone_dagster.lake.dbt_plugin import READS_FROM_INVOCATION_ENV
+    from dpone_dagster.lake.dbt_handover import READS_FROM_INVOCATION_ENV
     from dpone_dagster.lake.resolution.reads import READS_ENV
 
     monkeypatch.setenv(READS_FROM_INVOCATION_ENV, "1")
@@ -125,3 +125,24 @@ def test_the_read_set_variables_are_always_set_or_unset_never_inherited(monkeypa
     with dbt_subprocess_env(DuckLakeResource(), ["marts.fct_orders"], reads_from_invocation=True):
         assert os.environ[READS_FROM_INVOCATION_ENV] == "1" and READS_ENV not in os.environ
     assert os.environ[READS_FROM_INVOCATION_ENV] == "1" and os.environ[READS_ENV] == "raw.inherited"
+
+
+_HANDOVER_PROBE = """
+import sys
+from dpone_dagster.integration.dbt.run import dbt_subprocess_env
+from dpone_dagster.integration.lake.resources import DuckLakeResource
+with dbt_subprocess_env(DuckLakeResource(), ["marts.fct_orders"], ["staging.stg_orders"]):
+    pass
+print(sorted(m for m in sys.modules if m.startswith(("dbt.adapters.duckdb", "dpone_dagster.lake.dbt_plugin"))))
+"""
+
+
+def test_the_op_hands_dbt_its_environment_without_loading_the_dbt_adapter():
+    """The Dagster process only sets the plugin's variables: importing dbt-duckdb's adapter (and the
+    plugin with it) there costs a quarter of a second a run and is dbt's own business."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _HANDOVER_PROBE], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "[]"

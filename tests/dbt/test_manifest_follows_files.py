@@ -79,7 +79,8 @@ def test_an_edit_is_noticed_and_the_read_set_comes_from_the_dbt_invocations_own_
 
 def test_the_plugin_refuses_two_read_sets_at_once():
     from dpone_dagster.errors import LakeError
-    from dpone_dagster.lake.dbt_plugin import READS_FROM_INVOCATION_ENV, resolve_for_dbt
+    from dpone_dagster.lake.dbt_handover import READS_FROM_INVOCATION_ENV
+    from dpone_dagster.lake.dbt_plugin import resolve_for_dbt
     from dpone_dagster.lake.resolution.reads import READS_ENV
 
     with pytest.raises(LakeError) as raised:

@@ -33,6 +33,7 @@ from dagster_dbt.asset_utils import get_manifest_and_translator_from_dbt_assets
 
 from dpone_dagster.config import load_config
 from dpone_dagster.integration.lake.resources import DuckLakeResource
+from dpone_dagster.lake.dbt_handover import READS_FROM_INVOCATION_ENV, TARGETS_ENV, targets_to_env
 from dpone_dagster.lake.dbt_reads import dbt_reads, table_of
 from dpone_dagster.lake.resolution.plan import TableName
 from dpone_dagster.lake.resolution.reads import READS_ENV, reads_to_env
@@ -75,11 +76,6 @@ def dbt_subprocess_env(
     `reads_from_invocation` (and no `reads`) the plugin computes the read set inside dbt, from the
     manifest that dbt invocation parses anyway (`lake/dbt_plugin.py`). Both variables are always set
     or unset here, so a value inherited from this process's environment never reaches dbt."""
-    from dpone_dagster.lake.dbt_plugin import (  # dbt's adapter: only when dbt runs
-        READS_FROM_INVOCATION_ENV,
-        TARGETS_ENV,
-        targets_to_env,
-    )
     from dpone_dagster.lake.dbt_recording import DAGSTER_RECORDS, RECORDER_ENV
 
     wanted: dict[str, str | None] = {
