@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ import pytest
 from dpone_dagster.integration.dbt.project import dbt_executable
 from dpone_dagster.workspaces.dagster_home import workspace_segment
 
-from .harness import FORK, REPO_ROOT, build_forked_state, needs_landlock, run_for_fork
+from .harness import FORK, REPO_ROOT, build_forked_state, last_json_line, needs_landlock, run_for_fork
 
 pytestmark = needs_landlock
 
@@ -41,8 +42,27 @@ def _results(target: str) -> dict[str, dict]:
     return {r["unique_id"].split(".")[-1]: {"status": r["status"], "message": r.get("message") or ""} for r in results}
 
 
-@pytest.fixture(scope="module")
-def dbt_doors_run(tmp_path_factory):
+# dbt run by the pre-imported dbt a run's process starts (`integration/dbt/prewarm.py`): the process under
+# the launcher starts the server, whose forked dbt must be bound by the same confinement
+PREWARMED = """
+import json, subprocess, sys
+from dpone_dagster.integration.dbt import prewarm
+client = prewarm.start(sys.argv[1])
+process = subprocess.Popen([client, *sys.argv[2:]], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+out, _ = process.communicate()
+pids = set()
+for line in out.splitlines():
+    try:
+        pids.add(json.loads(line)["info"]["pid"])
+    except (ValueError, KeyError):
+        pass
+print(out[-3000:])
+print(json.dumps({"returncode": process.returncode, "client_pid": process.pid, "dbt_pids": sorted(pids)}))
+"""
+
+
+@pytest.fixture(scope="module", params=["dbt", "prewarmed"])
+def dbt_doors_run(tmp_path_factory, request):
     root = tmp_path_factory.mktemp("dbt_doors")
     forked = build_forked_state(root / "state")
     project = Path(shutil.copytree(DOORS_PROJECT, root / "dbt_doors"))
@@ -51,7 +71,15 @@ def dbt_doors_run(tmp_path_factory):
     env = forked.env(
         DOOR_PROD_FILE=str(forked.prod_file), DOOR_PROD_DIR=str(forked.prod_data), PYTHONPATH=str(project), **paths
     )
-    done = run_for_fork([dbt_executable(), "run", "--profiles-dir", str(project)], env, cwd=project)
+    dbt_run = ["run", "--profiles-dir", str(project)]
+    if request.param == "dbt":
+        done = run_for_fork([dbt_executable(), *dbt_run], env, cwd=project)
+    else:
+        command = [sys.executable, "-c", PREWARMED, dbt_executable(), *dbt_run, "--log-format", "json"]
+        done = run_for_fork(command, env, cwd=project)
+        report = last_json_line(done.stdout)
+        assert report["returncode"] != 0, done.stdout[-3000:] + done.stderr[-2000:]  # the doors failed
+        assert report["dbt_pids"] and report["client_pid"] not in report["dbt_pids"], report  # a forked dbt ran
     return forked, before, _results(paths["DBT_TARGET_PATH"]), done
 
 

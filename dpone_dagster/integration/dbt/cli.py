@@ -25,10 +25,13 @@ import sys
 from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
-from dagster_dbt import DbtCliResource
+from dagster_dbt import DbtCliInvocation, DbtCliResource
 from dagster_dbt.compat import DBT_PYTHON_VERSION
 from packaging import version
+
+from dpone_dagster.integration.dbt.prewarm import is_prewarmed_client, prewarmed_client
 
 
 def is_installed_dbt(executable: str) -> bool:
@@ -41,9 +44,17 @@ class InstalledDbtCliResource(DbtCliResource):
 
     @cached_property
     def _cli_version(self) -> version.Version:
-        if DBT_PYTHON_VERSION is not None and is_installed_dbt(self.dbt_executable):
+        installed = is_installed_dbt(self.dbt_executable) or is_prewarmed_client(self.dbt_executable)
+        if DBT_PYTHON_VERSION is not None and installed:
             return DBT_PYTHON_VERSION
         return DbtCliResource._cli_version.func(self)  # another dbt: ask it, as dagster-dbt does
+
+    def cli(self, args: Sequence[str], **kwargs: Any) -> DbtCliInvocation:
+        """dagster-dbt's `cli`, run by the pre-imported dbt when this process started one (`prewarm.py`)."""
+        client = prewarmed_client() if is_installed_dbt(self.dbt_executable) else None
+        if client is None:
+            return super().cli(args, **kwargs)
+        return DbtCliResource.cli(self.model_copy(update={"dbt_executable": client}), args, **kwargs)
 
     def _initialize_dbt_core_adapter(self, args: Sequence[str]):  # noqa: ARG002 (dagster-dbt's signature)
         return None  # only fetch_row_counts/fetch_column_metadata use it; dpone reads the lake
