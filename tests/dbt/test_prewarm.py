@@ -52,7 +52,9 @@ def server(tmp_path):
     folder = tmp_path / "prewarm"
     folder.mkdir()
     socket_path = folder / prewarm.SOCKET_NAME
-    process = subprocess.Popen([sys.executable, "-m", prewarm.__name__, str(socket_path)], stdin=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [sys.executable, "-m", prewarm.__name__, str(socket_path), str(os.getpid())], stdin=subprocess.DEVNULL
+    )
     client = prewarm.write_client(folder, socket_path, dbt_executable())
     deadline = time.monotonic() + 30
     while not socket_path.exists():  # it listens before it imports dbt; a client before that runs the real dbt
@@ -199,7 +201,10 @@ def test_a_client_that_goes_away_takes_its_dbt_process_with_it(project, server):
 
 
 def test_with_no_server_the_client_becomes_the_real_dbt(project, tmp_path):
-    client = prewarm.write_client(tmp_path, tmp_path / "nobody-listens.sock", dbt_executable())
+    client = prewarm.write_client(tmp_path, tmp_path / "nobody-listens", dbt_executable())
+    done = subprocess.run([str(client), "build"], cwd=project, env=_env(project), capture_output=True, timeout=300)
+    assert done.returncode == 0
+    assert b"dpone: no pre-imported dbt answered (FileNotFoundError); starting dbt itself" in done.stderr
     code, events, client_pid = _run(str(client), project, "build")
     assert code == 0
     assert _dbt_pids(events) == {client_pid}  # execv: the same process
@@ -214,3 +219,16 @@ def test_the_resource_uses_the_client_only_for_the_installed_dbt(monkeypatch, tm
     assert prewarm.is_prewarmed_client(prewarm.prewarmed_client())
     assert resource._cli_version is not None  # no `--version` run of the client
     assert not prewarm.wanted({prewarm.OPT_OUT_ENV: "0"}) and prewarm.wanted({})
+
+
+def test_the_server_ends_with_the_process_that_started_it(tmp_path):
+    parent = (
+        "import os, subprocess, sys, time\n"
+        f"server = subprocess.Popen([sys.executable, '-m', {prewarm.__name__!r}, {str(tmp_path / 's')!r}, "
+        "str(os.getpid())])\n"
+        "print(server.pid, flush=True)\n"
+        "time.sleep(2)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", parent], capture_output=True, text=True, timeout=60)
+    server = int(done.stdout.split()[0])
+    assert _gone(server, timeout=10)  # PR_SET_PDEATHSIG: no server outlives its process

@@ -81,4 +81,6 @@ def test_an_edited_model_launched_from_the_forks_ui_runs_warm_and_builds_the_edi
     assert details["tags"]["dpone/workspace"] == "wm-fork-peers"
     assert _row_count(details, project.key) == limit, details["events"]
     assert any("Launched in a warm run worker" in (e.get("message") or "") for e in details["events"])
+    commands = [e["message"] for e in details["events"] if (e.get("message") or "").startswith("Running dbt command")]
+    assert commands and all("/dpone-dbt-" in c for c in commands), commands  # the pre-imported dbt (prewarm.py)
     assert _prod_digest(*prod_lake_paths(project, tmp_path)) == prod_before

@@ -1,4 +1,4 @@
-"""The dbt CLI resource the dbt assets run: dagster-dbt's `DbtCliResource` without two fixed costs.
+"""The dbt CLI resource the dbt assets run: dagster-dbt's `DbtCliResource` without three fixed costs.
 
 Before it starts `dbt build`, `DbtCliResource.cli()` (dagster-dbt 0.29) does two things a
 fork-aware run never uses, each costing about as much as a small dbt run itself:
@@ -12,6 +12,10 @@ fork-aware run never uses, each costing about as much as a small dbt run itself:
   `fetch_column_metadata()`; the dpone assets take their row counts from the lake after dbt exits
   (`factory.with_lake_metadata`), so no adapter is built (`adapter=None` is dagster-dbt's own
   fallback when building one fails).
+
+In a process that started a pre-imported dbt (`prewarm.py`), `cli()` runs dagster-dbt's own `cli`
+with that dbt's client as the executable, for the venv's own dbt only: the same command, arguments,
+environment and streams, without dbt's ~1.3 s import.
 
 What a reader could get wrong: both overrides are of private dagster-dbt members
 (`_cli_version`, `_initialize_dbt_core_adapter`). `tests/dbt/test_inner_loop_costs.py` fails if a

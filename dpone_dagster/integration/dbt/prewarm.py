@@ -78,7 +78,7 @@ def start(real_dbt: str) -> str:
     atexit.register(shutil.rmtree, folder, True)
     client = write_client(folder, folder / SOCKET_NAME, real_dbt)
     subprocess.Popen(
-        [sys.executable, "-m", __name__, str(folder / SOCKET_NAME)],
+        [sys.executable, "-m", __name__, str(folder / SOCKET_NAME), str(os.getpid())],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         close_fds=True,
@@ -103,11 +103,12 @@ def _die_with_parent() -> None:
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
-def serve(socket_path: str) -> int:
-    """Listen at once, import dbt, then fork one handler per connection until the parent process ends.
+def serve(socket_path: str, parent: int) -> int:
+    """Listen at once, import dbt, then fork one handler per connection until the `parent` process ends.
     A client that connects while dbt is still importing waits in the backlog (`prewarm_client.py`)."""
     _die_with_parent()
-    parent = os.getppid()
+    if os.getppid() != parent:
+        return 1  # it ended before the death signal was asked for
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     previous = os.umask(0o077)
     try:
@@ -231,4 +232,4 @@ def _run_dbt(request: dict, fds: list[int], conn: socket.socket, go: int) -> Non
 
 
 if __name__ == "__main__":
-    sys.exit(serve(sys.argv[1]))
+    sys.exit(serve(sys.argv[1], int(sys.argv[2])))

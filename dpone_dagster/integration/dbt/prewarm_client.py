@@ -14,6 +14,7 @@ site-packages), so it starts in milliseconds. A server still importing dbt has i
 already: the client waits for it (up to `STARTUP_TIMEOUT_SECONDS`). When the server is not there, ends
 without answering or does not answer in time, the client *becomes* the real dbt (`os.execv`), and a
 late server never starts the command (it waits for the pid to reach the client): the command runs once.
+It says so in one line on stderr, which dagster-dbt copies into the run's compute log.
 """
 
 import array
@@ -31,7 +32,9 @@ BIND_WAIT_SECONDS = 2
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-def _real_dbt(argv):
+def _real_dbt(argv, reason):
+    sys.stderr.write(f"dpone: no pre-imported dbt answered ({reason}); starting dbt itself\n")
+    sys.stderr.flush()
     os.execv(REAL_DBT, [REAL_DBT, *argv])
 
 
@@ -71,11 +74,12 @@ def main(argv):
         sock.sendall(request)
         replies = _lines(sock)
         started = next(replies, None)
-    except (OSError, ValueError):
-        started = None
+        reason = "it ended" if started is None else "it refused"
+    except (OSError, ValueError) as exc:
+        started, reason = None, type(exc).__name__
     if not started or "pid" not in started:
         sock.close()
-        _real_dbt(argv)
+        _real_dbt(argv, reason)
     pid = started["pid"]
     sock.settimeout(None)  # the command takes as long as it takes
     for forwarded in _FORWARDED:
