@@ -210,15 +210,19 @@ def test_with_no_server_the_client_becomes_the_real_dbt(project, tmp_path):
     assert _dbt_pids(events) == {client_pid}  # execv: the same process
 
 
-def test_the_resource_uses_the_client_only_for_the_installed_dbt(monkeypatch, tmp_path):
+def test_the_client_is_used_without_a_version_run_and_never_by_a_process_confined_since(monkeypatch, tmp_path):
     from dpone_dagster.integration.dbt.cli import InstalledDbtCliResource
 
     monkeypatch.setattr(prewarm, "_started", tmp_path)
+    monkeypatch.setattr(prewarm, "_started_confined", None)
+    monkeypatch.delenv("DPONE_CONFINED_WORKSPACE", raising=False)
     (tmp_path / "dbt_project.yml").write_text(PROJECT["dbt_project.yml"])
     resource = InstalledDbtCliResource(project_dir=str(tmp_path), dbt_executable=dbt_executable())
     assert prewarm.is_prewarmed_client(prewarm.prewarmed_client())
     assert resource._cli_version is not None  # no `--version` run of the client
     assert not prewarm.wanted({prewarm.OPT_OUT_ENV: "0"}) and prewarm.wanted({})
+    monkeypatch.setenv("DPONE_CONFINED_WORKSPACE", "wm-fork-x")  # confined after the server started
+    assert prewarm.prewarmed_client() is None
 
 
 def test_the_server_ends_with_the_process_that_started_it(tmp_path):
@@ -232,3 +236,32 @@ def test_the_server_ends_with_the_process_that_started_it(tmp_path):
     done = subprocess.run([sys.executable, "-c", parent], capture_output=True, text=True, timeout=60)
     server = int(done.stdout.split()[0])
     assert _gone(server, timeout=10)  # PR_SET_PDEATHSIG: no server outlives its process
+
+
+_IMPORT_PROBE = """
+import sys
+sys.argv = {argv!r}
+import dpone_dagster.integration.dbt  # noqa: F401  (the package's import starts it, or not)
+from dpone_dagster.integration.dbt import prewarm
+print(prewarm.prewarmed_client() is not None, "dagster_dbt" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "expected"),
+    [
+        (["dagster", "asset", "materialize"], {}, "True False"),  # started before dagster-dbt is imported
+        (["dagster", "api", "execute_run"], {}, "True False"),
+        (["dagster", "api", "execute_step"], {}, "False False"),  # a step worker: most steps run no dbt
+        (["dagster", "api", "grpc"], {}, "False False"),  # a code server executes no run itself
+        (["dagster", "asset", "materialize"], {prewarm.OPT_OUT_ENV: "0"}, "False False"),
+    ],
+    ids=["materialize", "run-worker", "step-worker", "code-server", "turned-off"],
+)
+def test_importing_the_dbt_integration_starts_it_only_in_a_process_that_executes_runs(argv, env, expected):
+    probe = _IMPORT_PROBE.format(argv=argv)
+    done = subprocess.run(
+        [sys.executable, "-c", probe], env={**os.environ, **env}, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split("\n")[-2] == expected

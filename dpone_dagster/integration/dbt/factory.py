@@ -30,13 +30,11 @@ from dagster_dbt import DbtProject, dbt_assets
 
 from dpone_dagster.config import DEFAULT_LAKE
 from dpone_dagster.integration.binding import IN_PROCESS_ALONE_TAG
-from dpone_dagster.integration.dbt import prewarm
 from dpone_dagster.integration.dbt.cli import InstalledDbtCliResource
 from dpone_dagster.integration.dbt.project import (
     DbtProjectError,
     dbt_executable,
     dbt_project_at,
-    executes_runs,
     prepare_manifest,
     sources_changed_since,
     stored_fingerprint,
@@ -116,8 +114,6 @@ def fork_aware_dbt_assets(
         raise DbtProjectError("give exactly one of `project_dir` and `project`", code="dbt.project_ambiguous")
     project = project if project is not None else dbt_project_at(project_dir, profiles_dir)  # type: ignore[arg-type]
     require_fork_aware_profile(project, lake)
-    if executes_runs() and prewarm.wanted():  # dbt imports itself while the definitions load
-        prewarm.start(dbt_executable())
     if prepare:
         prepare_manifest(project)
     translator = translator or ForkAwareDbtTranslator(lake=lake, group_name=group_name)

@@ -2,27 +2,29 @@
 
 Every dbt command a run starts is a new Python process that spends ~1.3 s importing dbt-core and
 dbt-duckdb before it reads a file (measured in `docs/scale.md`, about 40% of a one-model `dbt build`).
-A process that executes runs (`project.executes_runs`: a run worker, a warm run worker, `dagster asset
-materialize`) calls `start()` when the dbt assets are defined (`factory.py`), while the rest of
-its definitions load or it waits for its run: a server process (`python -m <this module> <socket>`)
-imports dbt, then listens on a Unix socket in a private folder (mode 0700). `prewarmed_client()` is
-then the `dbt` that process's dbt resource runs (`integration/dbt/cli.py`): `prewarm_client.py`,
-written next to the socket, which hands the server its standard streams, arguments, working directory
-and environment. For each command the server forks a handler, which forks the dbt process: it takes
-those streams as its own, replaces its environment and working directory with the client's, and runs
-dbt's own entry point (`dbt.cli.main.cli`, what the `dbt` script runs). The handler tells the client
-the dbt process's pid, kills that process if the client goes away (`pidfd` and the socket, in one
+A process that executes runs (`executes_runs`: a run worker, a warm run worker, `dagster asset
+materialize`) calls `start()` when it first imports `dpone_dagster.integration.dbt` (the package's
+`__init__`, before dagster-dbt's own 1.1 s import), while its definitions load or it waits for its
+run: a server process (`python -m <this module> <socket> <pid>`) listens on a Unix socket in a
+private folder (mode 0700) and imports dbt. `prewarmed_client()` is then the `dbt` that process's dbt
+resource runs (`integration/dbt/cli.py`): `prewarm_client.py`, written next to the socket, which hands
+the server its standard streams, arguments, working directory and environment. For each command the
+server forks a handler, which forks the dbt process: it takes those streams as its own, replaces its
+environment and working directory with the client's, and runs dbt's own entry point
+(`dbt.cli.main.cli`, what the `dbt` script runs). The handler tells the client the dbt process's pid
+(the process starts only then), kills it if the client goes away (`pidfd` and the socket, in one
 `select`), and reports how it ended.
 
 What a reader could get wrong:
 - the dbt process is a child of the server, not of the process that runs the op; the server is a
   child of that process, so a kernel confinement it is under (`confinement/`) binds the server and
   every dbt process it forks, exactly as it binds a `dbt` it starts itself
-  (`tests/confinement/test_dbt_doors.py` runs the doors both ways).
+  (`tests/confinement/test_dbt_doors.py` runs the doors both ways). A process confined only after it
+  started the server (`confine_this_process`) no longer uses it: `prewarmed_client()` compares the
+  launcher's marker then and now.
 - the server forks only while it has one thread (checked before it accepts); importing dbt starts none.
-- it listens before it imports, so a command started while dbt is still importing (the CLI starts
-  the server when the definitions load, ~0.7 s before its dbt command) waits for the import instead
-  of paying it again; with no server, one that ends or one that does not answer in 20 s, the client
+- it listens before it imports, so a command started while dbt is still importing waits for the
+  import instead of paying it again; with no server, one that ends or one that does not answer in 20 s, the client
   runs the real `dbt` in its own place (`os.execv`), so a run never depends on it.
 - it ends with the process that started it (`PR_SET_PDEATHSIG`, ~150 MB of imported dbt until then);
   the folder with the socket and client is removed at that process's exit. `DPONE_DBT_PREWARM=0`
@@ -50,8 +52,40 @@ from pathlib import Path
 CLIENT_NAME = "dbt"
 SOCKET_NAME = "socket"
 OPT_OUT_ENV = "DPONE_DBT_PREWARM"
+_RUN_COMMANDS = (("api", "execute_run"), ("api", "resume_run"), ("asset", "materialize"), ("job", "execute"))
 _PR_SET_PDEATHSIG = 1
 _started: Path | None = None
+_started_confined: str | None = None
+
+
+def executes_runs(argv: list[str] | None = None, *, spawned: bool | None = None) -> bool:
+    """True in a process that executes whole runs: a run worker (`api execute_run|resume_run`, not a
+    step worker), a code server's spawned run child, or a Dagster CLI command that executes in process
+    (`asset materialize`, `job execute`)."""
+    args = tuple(sys.argv[1:3] if argv is None else argv[1:3])
+    if args in _RUN_COMMANDS:
+        return True
+    if spawned is None:
+        import multiprocessing
+
+        spawned = multiprocessing.parent_process() is not None
+    return args == ("api", "grpc") and spawned
+
+
+def installed_dbt() -> str | None:
+    """The `dbt` installed next to this interpreter (the only one the client stands in for)."""
+    beside = Path(sys.executable).with_name("dbt")
+    return str(beside) if beside.is_file() and os.access(beside, os.X_OK) else None
+
+
+def start_if_executing_runs() -> str | None:
+    """`start()` in a process that executes runs (`executes_runs`) with an installed dbt, unless turned
+    off; called when `dpone_dagster.integration.dbt` is first imported, before dagster-dbt's own import
+    (1.1 s), so that dbt is imported by the time the run's first command starts."""
+    real = installed_dbt()
+    if real is None or not wanted() or not executes_runs():
+        return None
+    return start(real)
 
 
 def wanted(environ: Mapping[str, str] | None = None) -> bool:
@@ -59,9 +93,19 @@ def wanted(environ: Mapping[str, str] | None = None) -> bool:
     return (os.environ if environ is None else environ).get(OPT_OUT_ENV, "1") != "0"
 
 
+def _confinement() -> str | None:
+    """The fork this process is kernel-confined for (the launcher's marker), or None."""
+    from dpone_dagster.confinement.status import MARKER_ENV
+
+    return os.environ.get(MARKER_ENV) or None
+
+
 def prewarmed_client() -> str | None:
-    """The `dbt` client of the server this process started (`start`), or None."""
-    return str(_started / CLIENT_NAME) if _started is not None else None
+    """The `dbt` client of the server this process started (`start`), or None; None too when this
+    process was confined after the server started (its dbt processes would not be)."""
+    if _started is None or _confinement() != _started_confined:
+        return None
+    return str(_started / CLIENT_NAME)
 
 
 def is_prewarmed_client(executable: str) -> bool:
@@ -71,7 +115,7 @@ def is_prewarmed_client(executable: str) -> bool:
 def start(real_dbt: str) -> str:
     """Start this process's server (once) and return its client's path; `real_dbt` is what the client
     runs when the server cannot."""
-    global _started
+    global _started, _started_confined
     if _started is not None:
         return str(_started / CLIENT_NAME)
     folder = Path(tempfile.mkdtemp(prefix="dpone-dbt-"))
@@ -83,7 +127,7 @@ def start(real_dbt: str) -> str:
         stdout=subprocess.DEVNULL,
         close_fds=True,
     )
-    _started = folder
+    _started, _started_confined = folder, _confinement()
     return str(client)
 
 
@@ -116,6 +160,7 @@ def serve(socket_path: str, parent: int) -> int:
     finally:
         os.umask(previous)
     listener.listen(16)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C reaches each dbt process itself
     import dbt.adapters.duckdb  # noqa: F401  (the point of this process)
     import dbt.cli.main  # noqa: F401
 

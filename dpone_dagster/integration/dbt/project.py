@@ -58,7 +58,6 @@ _PROJECT_FILES = ("dbt_project.yml", "profiles.yml", "packages.yml", "dependenci
 _SOURCE_DIRS = ("models", "macros", "tests", "seeds", "snapshots", "analyses")
 _LOCK_TIMEOUT_SECONDS = 300
 _WORKER_COMMANDS = (("api", "execute_run"), ("api", "execute_step"), ("api", "resume_run"))
-_RUN_COMMANDS = (("api", "execute_run"), ("api", "resume_run"), ("asset", "materialize"), ("job", "execute"))
 
 
 def in_run_worker(argv: list[str] | None = None, *, spawned: bool | None = None) -> bool:
@@ -71,18 +70,6 @@ def in_run_worker(argv: list[str] | None = None, *, spawned: bool | None = None)
     """
     args = tuple(sys.argv[1:3] if argv is None else argv[1:3])
     if args in _WORKER_COMMANDS:
-        return True
-    if spawned is None:
-        spawned = multiprocessing.parent_process() is not None
-    return args == ("api", "grpc") and spawned
-
-
-def executes_runs(argv: list[str] | None = None, *, spawned: bool | None = None) -> bool:
-    """True in a process that executes whole runs: a run worker (`api execute_run|resume_run`, not a
-    step worker), a code server's spawned run child, or a Dagster CLI command that executes in process
-    (`asset materialize`, `job execute`)."""
-    args = tuple(sys.argv[1:3] if argv is None else argv[1:3])
-    if args in _RUN_COMMANDS:
         return True
     if spawned is None:
         spawned = multiprocessing.parent_process() is not None
