@@ -58,18 +58,28 @@ _started: Path | None = None
 _started_confined: str | None = None
 
 
-def executes_runs(argv: list[str] | None = None, *, spawned: bool | None = None) -> bool:
-    """True in a process that executes whole runs: a run worker (`api execute_run|resume_run`, not a
-    step worker), a code server's spawned run child, or a Dagster CLI command that executes in process
-    (`asset materialize`, `job execute`)."""
+def command_among(commands: tuple[tuple[str, str], ...], argv: list[str] | None = None, *, spawned=None) -> bool:
+    """Whether this process's Dagster command line (`argv[1:3]`) is one of `commands`. A run launched
+    through a code server executes in a `multiprocessing` child it spawns (`start_run_in_subprocess`),
+    which carries the server's `api grpc` command line: it counts as `api execute_run`. `spawned`
+    defaults to whether this process has a multiprocessing parent."""
     args = tuple(sys.argv[1:3] if argv is None else argv[1:3])
-    if args in _RUN_COMMANDS:
+    if args in commands:
         return True
+    if args != ("api", "grpc") or ("api", "execute_run") not in commands:
+        return False
     if spawned is None:
         import multiprocessing
 
         spawned = multiprocessing.parent_process() is not None
-    return args == ("api", "grpc") and spawned
+    return bool(spawned)
+
+
+def executes_runs(argv: list[str] | None = None, *, spawned: bool | None = None) -> bool:
+    """True in a process that executes whole runs: a run worker (`api execute_run|resume_run`, not a
+    step worker), a code server's spawned run child, or a Dagster CLI command that executes in process
+    (`asset materialize`, `job execute`)."""
+    return command_among(_RUN_COMMANDS, argv, spawned=spawned)
 
 
 def installed_dbt() -> str | None:

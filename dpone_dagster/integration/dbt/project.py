@@ -34,7 +34,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import multiprocessing
 import os
 import shutil
 import sys
@@ -47,6 +46,7 @@ from filelock import FileLock, Timeout
 from dpone_dagster.config import load_config
 from dpone_dagster.errors import DponeError
 from dpone_dagster.integration.dbt.cli import InstalledDbtCliResource  # no `dbt --version`, no adapter
+from dpone_dagster.integration.dbt.prewarm import command_among
 from dpone_dagster.integration.dbt.sql_edits import follow_sql_edits, read_manifest, write_manifest
 
 log = logging.getLogger(__name__)
@@ -68,12 +68,7 @@ def in_run_worker(argv: list[str] | None = None, *, spawned: bool | None = None)
     line, so a spawned child of `api grpc` is a run worker too. `spawned` defaults to whether this
     process has a multiprocessing parent.
     """
-    args = tuple(sys.argv[1:3] if argv is None else argv[1:3])
-    if args in _WORKER_COMMANDS:
-        return True
-    if spawned is None:
-        spawned = multiprocessing.parent_process() is not None
-    return args == ("api", "grpc") and spawned
+    return command_among(_WORKER_COMMANDS, argv, spawned=spawned)
 
 
 class DbtProjectError(DponeError):
