@@ -22,6 +22,7 @@ import pytest
 
 from dpone_dagster.integration.dbt import prewarm
 from dpone_dagster.integration.dbt.project import dbt_executable
+from dpone_dagster.integration.warm.worker import CONTROL_FLAG
 
 PROJECT = {
     "dbt_project.yml": "name: prewarm_probe\nprofile: prewarm_probe\nversion: '1.0'\nconfig-version: 2\n",
@@ -255,10 +256,12 @@ print(prewarm.prewarmed_client() is not None, "dagster_dbt" in sys.modules)
         (["dagster", "api", "execute_step"], {}, "False False"),  # a step worker: most steps run no dbt
         (["dagster", "api", "grpc"], {}, "False False"),  # a code server executes no run itself
         (["dagster", "asset", "materialize"], {prewarm.OPT_OUT_ENV: "0"}, "False False"),
+        (["worker.py", "api", "execute_run", CONTROL_FLAG, "3,4"], {}, "False False"),  # starts once loaded
     ],
-    ids=["materialize", "run-worker", "step-worker", "code-server", "turned-off"],
+    ids=["materialize", "run-worker", "step-worker", "code-server", "turned-off", "warm-worker"],
 )
 def test_importing_the_dbt_integration_starts_it_only_in_a_process_that_executes_runs(argv, env, expected):
+    assert prewarm.WARM_WORKER_FLAG == CONTROL_FLAG
     probe = _IMPORT_PROBE.format(argv=argv)
     done = subprocess.run(
         [sys.executable, "-c", probe], env={**os.environ, **env}, capture_output=True, text=True, timeout=120

@@ -83,6 +83,10 @@ def serve(inbox: IO[str], outbox: IO[str]) -> int:
         try:
             recon_repository_from_origin(origin).get_definition()
             fingerprint = CodeFingerprint.take(_dbt_project())
+            if "dpone_dagster.integration.dbt" in sys.modules:  # a dbt imported before the run needs it
+                from dpone_dagster.integration.dbt.prewarm import start_for_warm_worker
+
+                start_for_warm_worker()
         except Exception as exc:
             _send(outbox, {"failed": f"the warm worker could not load the code location ({type(exc).__name__})"})
             return 1
