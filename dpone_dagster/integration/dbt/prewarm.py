@@ -135,21 +135,28 @@ def is_prewarmed_client(executable: str) -> bool:
     return _started is not None and Path(executable) == _started / CLIENT_NAME
 
 
-def start(real_dbt: str) -> str:
+def start(real_dbt: str) -> str | None:
     """Start this process's server (once) and return its client's path; `real_dbt` is what the client
-    runs when the server cannot."""
+    runs when the server cannot. None when it cannot start (no temp folder, no process): every dbt
+    command then starts as before."""
     global _started, _started_confined
     if _started is not None:
         return str(_started / CLIENT_NAME)
-    folder = Path(tempfile.mkdtemp(prefix="dpone-dbt-"))
+    folder = None
+    try:
+        folder = Path(tempfile.mkdtemp(prefix="dpone-dbt-"))
+        client = write_client(folder, folder / SOCKET_NAME, real_dbt)
+        subprocess.Popen(
+            [sys.executable, "-m", __name__, str(folder / SOCKET_NAME), str(os.getpid())],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            close_fds=True,
+        )
+    except OSError:
+        if folder is not None:
+            shutil.rmtree(folder, True)
+        return None
     atexit.register(shutil.rmtree, folder, True)
-    client = write_client(folder, folder / SOCKET_NAME, real_dbt)
-    subprocess.Popen(
-        [sys.executable, "-m", __name__, str(folder / SOCKET_NAME), str(os.getpid())],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        close_fds=True,
-    )
     _started, _started_confined = folder, _confinement()
     return str(client)
 
