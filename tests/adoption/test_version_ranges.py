@@ -42,8 +42,8 @@ def test_the_core_dependencies_are_ranges_not_pins() -> None:
 def test_the_lowest_versions_file_is_each_range_lower_bound() -> None:
     declared, lowest = _declared(), _lowest()
     for name, req in declared.items():
-        lower = [spec.version for spec in req.specifier if spec.operator == ">="]
-        if lower:
+        lower = [spec.version for spec in req.specifier if spec.operator in (">=", "==")]
+        if lower:  # a range's lower bound, or an exact pin (the lowest venv must hold every dependency)
             assert lowest.get(name) == lower[0], f"{name}: lowest-versions.txt says {lowest.get(name)}, pyproject {req}"
 
 
