@@ -90,6 +90,13 @@ def _dpone_dev(root: Path, log_path: Path, *args: str) -> Iterator[DagsterWebser
         _stop(process)
 
 
+def _command_line(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:300]
+    except OSError:
+        return "(gone)"
+
+
 def _group(pgid: int) -> list[int]:
     """Live (non-zombie) processes of the process group `pgid`, from /proc."""
     found = []
@@ -142,7 +149,8 @@ def test_prod_and_fork_ui_side_by_side_and_a_drop_against_the_running_fork_ui(tm
         stopped = _run("dpone", "fork", "drop", FORK, "--stop", cwd=root)
         assert f"deleted workspace {FORK}" in stopped.stdout, stopped.stdout
         fork.process.wait(timeout=60)
-        assert _group(fork.process.pid) == [], "a server process of the dropped fork is left"
+        left = {pid: _command_line(pid) for pid in _group(fork.process.pid)}
+        assert not left, f"a server process of the dropped fork is left: {left}"
         assert not fork_home.exists()
         fork_output = fork.log_path.read_text(errors="replace")
         assert "Traceback" not in fork_output, fork_output[-3000:]
