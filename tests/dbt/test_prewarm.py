@@ -54,7 +54,7 @@ def server(tmp_path):
     folder.mkdir()
     socket_path = folder / prewarm.SOCKET_NAME
     process = subprocess.Popen(
-        [sys.executable, "-m", prewarm.__name__, str(socket_path), str(os.getpid())], stdin=subprocess.DEVNULL
+        prewarm.server_command(socket_path, os.getpid()), stdin=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
     client = prewarm.write_client(folder, socket_path, dbt_executable())
     deadline = time.monotonic() + 30
@@ -65,7 +65,8 @@ def server(tmp_path):
     for pid in _descendants(process.pid):
         os.kill(pid, signal.SIGKILL)
     process.kill()
-    process.wait()
+    _, errors = process.communicate()
+    assert b"Warning" not in errors, errors.decode(errors="replace")[-2000:]  # e.g. runpy's double import
 
 
 def _env(project: Path) -> dict[str, str]:
@@ -229,8 +230,8 @@ def test_the_client_is_used_without_a_version_run_and_never_by_a_process_confine
 def test_the_server_ends_with_the_process_that_started_it(tmp_path):
     parent = (
         "import os, subprocess, sys, time\n"
-        f"server = subprocess.Popen([sys.executable, '-m', {prewarm.__name__!r}, {str(tmp_path / 's')!r}, "
-        "str(os.getpid())])\n"
+        "from dpone_dagster.integration.dbt.prewarm import server_command\n"
+        f"server = subprocess.Popen(server_command({str(tmp_path / 's')!r}, os.getpid()))\n"
         "print(server.pid, flush=True)\n"
         "time.sleep(2)\n"
     )

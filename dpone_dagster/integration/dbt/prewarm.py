@@ -5,7 +5,7 @@ dbt-duckdb before it reads a file (measured in `docs/scale.md`, about 40% of a o
 A process that executes runs (`executes_runs`: a run worker, a warm run worker, `dagster asset
 materialize`) calls `start()` when it first imports `dpone_dagster.integration.dbt` (the package's
 `__init__`, before dagster-dbt's own 1.1 s import), while its definitions load or it waits for its
-run: a server process (`python -m <this module> <socket> <pid>`) listens on a Unix socket in a
+run: a server process (`server_command`) listens on a Unix socket in a
 private folder (mode 0700) and imports dbt. `prewarmed_client()` is then the `dbt` that process's dbt
 resource runs (`integration/dbt/cli.py`): `prewarm_client.py`, written next to the socket, which hands
 the server its standard streams, arguments, working directory and environment. For each command the
@@ -26,7 +26,7 @@ What a reader could get wrong:
 - it listens before it imports, so a command started while dbt is still importing waits for the
   import instead of paying it again; with no server, one that ends or one that does not answer in 20 s, the client
   runs the real `dbt` in its own place (`os.execv`), so a run never depends on it.
-- it ends with the process that started it (`PR_SET_PDEATHSIG`, ~150 MB of imported dbt until then);
+- it ends with the process that started it (`PR_SET_PDEATHSIG`, ~130 MB of imported dbt until then);
   the folder with the socket and client is removed at that process's exit. `DPONE_DBT_PREWARM=0`
   turns it off.
 """
@@ -147,7 +147,7 @@ def start(real_dbt: str) -> str | None:
         folder = Path(tempfile.mkdtemp(prefix="dpone-dbt-"))
         client = write_client(folder, folder / SOCKET_NAME, real_dbt)
         subprocess.Popen(
-            [sys.executable, "-m", __name__, str(folder / SOCKET_NAME), str(os.getpid())],
+            server_command(folder / SOCKET_NAME, os.getpid()),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             close_fds=True,
@@ -159,6 +159,13 @@ def start(real_dbt: str) -> str | None:
     atexit.register(shutil.rmtree, folder, True)
     _started, _started_confined = folder, _confinement()
     return str(client)
+
+
+def server_command(socket_path: Path, parent: int) -> list[str]:
+    """The server's command line (`-c`, not `-m`: running this module as `__main__` would import it twice,
+    once through its package)."""
+    code = f"import sys; from {__name__} import serve; sys.exit(serve(sys.argv[1], int(sys.argv[2])))"
+    return [sys.executable, "-c", code, str(socket_path), str(parent)]
 
 
 def write_client(folder: Path, socket_path: Path, real_dbt: str) -> Path:
@@ -304,7 +311,3 @@ def _run_dbt(request: dict, fds: list[int], conn: socket.socket, go: int) -> Non
             except Exception:
                 pass
         os._exit(code)
-
-
-if __name__ == "__main__":
-    sys.exit(serve(sys.argv[1], int(sys.argv[2])))
