@@ -202,6 +202,17 @@ def test_a_client_that_goes_away_takes_its_dbt_process_with_it(project, server):
     assert _gone(dbt)
 
 
+def test_a_client_that_is_not_a_child_of_the_servers_parent_is_refused(project, server):
+    """A process elsewhere (a fork's dbt python model that found a prod server's socket) gets no dbt
+    forked by that server: the client, started here through a shell, runs the real dbt itself."""
+    _, client = server
+    done = subprocess.run(
+        ["sh", "-c", f"{client} build; exit $?"], cwd=project, env=_env(project), capture_output=True, timeout=300
+    )
+    assert done.returncode == 0, done.stdout[-2000:]
+    assert b"dpone: no pre-imported dbt answered (" in done.stderr  # refused: it ran the real dbt itself
+
+
 def test_with_no_server_the_client_becomes_the_real_dbt(project, tmp_path):
     client = prewarm.write_client(tmp_path, tmp_path / "nobody-listens", dbt_executable())
     done = subprocess.run([str(client), "build"], cwd=project, env=_env(project), capture_output=True, timeout=300)

@@ -41,6 +41,7 @@ import select
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -207,6 +208,9 @@ def serve(socket_path: str, parent: int) -> int:
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # handlers are reaped by the kernel
     while True:
         conn, _ = listener.accept()
+        if not _from_a_sibling(conn, parent):
+            conn.close()  # the client sees the end and runs the real dbt in its own place
+            continue
         if os.fork() == 0:
             listener.close()
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -215,6 +219,20 @@ def serve(socket_path: str, parent: int) -> int:
             finally:
                 os._exit(0)
         conn.close()
+
+
+def _from_a_sibling(conn: socket.socket, parent: int) -> bool:
+    """Whether the connecting process is a child of this server's own parent (the dbt resource's client).
+
+    Anything else is refused, whatever its user: a fork's confined process (a dbt python model, say)
+    that found the socket of an unconfined prod process's server must not get a dbt forked outside its
+    confinement. Landlock does not restrict connecting to a socket file; this check does."""
+    pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    try:
+        ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return False
+    return uid == os.getuid() and ppid == parent
 
 
 def _receive(conn: socket.socket) -> tuple[dict, list[int]]:
