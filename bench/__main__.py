@@ -43,6 +43,9 @@ def format_table(rows: Sequence[dict]) -> str:
 
 
 def main(argv: Sequence[str] = ()) -> int:
+    from bench.timing import ensure_bytecode
+
+    ensure_bytecode()  # as an installed package has it (bench/timing.py)
     wanted = set(argv)
     rows: list[dict] = []
     failed = False

@@ -470,6 +470,9 @@ def rows_from(project: Project, times: dict[str, list]) -> list[dict[str, object
 
 
 def run() -> list[dict[str, object]]:
+    from bench.timing import ensure_bytecode
+
+    ensure_bytecode()  # every path starts Python processes: each reads the package's bytecode, as installed
     rows: list[dict[str, object]] = []
     for models in SIZES:
         work = Path(tempfile.mkdtemp(prefix=f"dpone_peers_{models}_"))

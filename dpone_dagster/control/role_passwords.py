@@ -17,7 +17,9 @@ key file sits beside it: then it is the file mode (0600) and kernel confinement 
 users and other forks out, not the encryption. A lost or changed key makes stored passwords
 unreadable (`lake.fork_role_key_mismatch`); `dpone fork create`/`ensure`, where the lake's admin
 credential is set, gives the roles new passwords. Rows written before sealing existed (clear text)
-are sealed in place the first time they are read.
+are sealed in place the first time they are read. `cryptography` is imported where a password is
+sealed or unsealed, not with this module: every dbt invocation in a fork imports this module, and on
+the embedded default (no roles) the import alone cost ~0.1 s of each.
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import sqlalchemy as sa
-from cryptography.fernet import Fernet, InvalidToken
 
 from dpone_dagster.config import SecretMissingError, load_config, resolve_secret
 from dpone_dagster.control.role_tables import lake_catalog_role as role_table
@@ -56,6 +57,8 @@ def _key_from_file(path: Path, *, create: bool) -> bytes:
         except FileExistsError:
             pass  # another process made it first: read theirs
         else:
+            from cryptography.fernet import Fernet
+
             with os.fdopen(fd, "wb") as handle:
                 handle.write(Fernet.generate_key())
     try:
@@ -80,7 +83,9 @@ def role_key(state_path: Path | None = None, *, create: bool = False) -> bytes:
     return _key_from_file((state_path or load_config().state_path) / KEY_FILE, create=create)
 
 
-def _fernet(key: bytes) -> Fernet:
+def _fernet(key: bytes):
+    from cryptography.fernet import Fernet
+
     try:
         return Fernet(key)
     except ValueError:
@@ -99,6 +104,8 @@ def unseal(stored: str, key: bytes) -> str:
     """The password of a sealed value; a clear-text (pre-sealing) value is returned as it is."""
     if not is_sealed(stored):
         return stored
+    from cryptography.fernet import InvalidToken
+
     try:
         return _fernet(key).decrypt(stored[len(SEALED_PREFIX) :].encode()).decode()
     except InvalidToken:

@@ -146,3 +146,21 @@ def test_the_op_hands_dbt_its_environment_without_loading_the_dbt_adapter():
     done = subprocess.run([sys.executable, "-c", _HANDOVER_PROBE], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+_PLUGIN_IMPORT_PROBE = """
+import sys
+import dpone_dagster.lake.dbt_plugin
+print(sorted({m.split(".")[0] for m in sys.modules if m.startswith("cryptography")}))
+"""
+
+
+def test_every_dbt_invocation_imports_the_plugin_without_cryptography():
+    """Every dbt command in a fork imports the plugin; `cryptography` (~0.1 s) is needed only to seal or
+    unseal a PostgreSQL catalog's role password (`control/role_passwords.py`), never on the embedded default."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _PLUGIN_IMPORT_PROBE], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "[]"
