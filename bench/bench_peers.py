@@ -65,9 +65,9 @@ SQLMESH_NOTE = (
     "downstream"
 )
 SQLMESH_MISSING = (
-    "not measured: set DPONE_BENCH_SQLMESH to a sqlmesh executable. `pip install sqlmesh` works offline "
-    "here, in a venv of its own beside dbt-core 1.11.16 and dbt-duckdb 1.11.1 (sqlmesh[dbt] pulls a "
-    "dbt-core that downloads a binary at install time); it is not a project dependency"
+    "not measured: DPONE_BENCH_SQLMESH names no sqlmesh executable. `make bench` builds one in .venv-sqlmesh "
+    "from bench/sqlmesh-requirements.txt (sqlmesh beside the project's dbt-core and dbt-duckdb; not a "
+    "project dependency) and passes it"
 )
 
 _PROFILE = """
