@@ -92,12 +92,12 @@ def run() -> list[dict[str, object]]:
                 )
             )
     load = os.getloadavg()[0]
-    return [
-        ratio_row(
-            "one partition vs the same model unpartitioned (daily_order_totals, prod)",
-            statistics.median(times["whole"]),
-            statistics.median(times["one"]),
-            "<= 1.2x",
-            f"median of {rounds} alternating materializations; load average {load:.1f} on {os.cpu_count()} cores",
-        )
-    ]
+    row = ratio_row(
+        "one partition vs the same model unpartitioned (daily_order_totals, prod)",
+        statistics.median(times["whole"]),
+        statistics.median(times["one"]),
+        "<= 1.2x",
+        f"median of {rounds} alternating materializations; load average {load:.1f} on {os.cpu_count()} cores",
+    )
+    row["met"] = row["ratio"] <= 1.2
+    return [row]
