@@ -28,7 +28,7 @@ What a reader could get wrong:
 - it listens before it imports, so a command started while dbt is still importing waits for the
   import instead of paying it again; with no server, one that ends or one that does not answer in 20 s, the client
   runs the real `dbt` in its own place (`os.execv`), so a run never depends on it.
-- it ends with the process that started it (`PR_SET_PDEATHSIG`, ~130 MB of imported dbt until then);
+- it ends with the process that started it (`PR_SET_PDEATHSIG`, ~150 MB of imported dbt until then);
   the folder with the socket and client is removed at that process's exit. `DPONE_DBT_PREWARM=0`
   turns it off.
 """
