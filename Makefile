@@ -39,7 +39,8 @@ demo: $(STAMP)
 # `make test` (what CI runs): every test but the long scenarios (`slow`), of which it keeps at least one
 # of each kind (tests/conftest.py CI_KEEPS_SLOW): 1981 tests in 6.5 min on 2 cores in a fresh clone on a
 # quiet machine (2026-12-02 at 3ffae2c; 13.7-17 min for the code of the day before; the likely cause, not
-# measured apart, is the pre-imported dbt in the run processes tests start). `make test-all`: every test.
+# measured apart, is the pre-imported dbt in the run processes tests start); 1982 in 9.1 min on 2026-12-06
+# (cfe3781) on a machine where every timed dbt command ran ~30% slower. `make test-all`: every test.
 test: $(STAMP)
 	$(BYTECODE)
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup -m "not slow or ci"; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
