@@ -9,10 +9,14 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
+import sqlalchemy as sa
 
+from dpone_dagster.control.promotion_tables import fork_promotion_file
+from dpone_dagster.control.store import open_store
 from dpone_dagster.lake.lifecycle import maintenance
 from dpone_dagster.lake.lifecycle.diff import fork_diff
 from dpone_dagster.lake.lifecycle.maintenance import maintain
@@ -64,6 +68,11 @@ def forked(lake_env):
     return env
 
 
+def journal_rows(env) -> list:
+    with open_store(env.config.control_store).connect() as conn:
+        return list(conn.execute(sa.select(fork_promotion_file)))
+
+
 def reviewed(env) -> str:
     return fork_diff(FORK, ["orders"], key=["id"], config=as_ws(env, FORK)).diff_id
 
@@ -76,7 +85,9 @@ def test_moved_files_survive_the_fork_drop_and_prod_maintenance_manages_them(for
     [table] = result.tables
     assert (table.method, table.copy_reason, table.rows) == ("moved", None, 6)
     promoted = table_files(env, "prod")
-    assert [p.rsplit("/", 1)[1] for p in promoted] == [f.rsplit("/", 1)[1] for f in fork_files], "the same files"
+    [promotion_id] = {row.promotion_id for row in journal_rows(env)}
+    prefix = f"promoted-{promotion_id}-"
+    assert [p.rsplit("/", 1)[1] for p in promoted] == [prefix + f.rsplit("/", 1)[1] for f in fork_files], "same files"
     assert all(p.startswith(prod_data_path(env)) for p in promoted)
     assert set(promoted) <= set(env.list_files(prod_data_path(env)))
     if env.kind == "embedded":
@@ -173,6 +184,61 @@ def promoted(env, diff_id=None, **ports):
     assert orders(env, "prod") == orders(env, FORK)
     assert not any("__wm_forks" in f for f in table_files(env, "prod")), "never a file of the fork's"
     return table
+
+
+def three_files(env) -> list[str]:
+    """The fork's `orders` as three data files (a build and two appends), as a 1 GB table is."""
+    materialize(env, "prod", "orders", "SELECT range AS id, range * 10 AS amount FROM range(5)")
+    Workspaces(env.config).create_fork(FORK, "prod", owner="alice")
+    materialize(env, FORK, "orders", "SELECT range AS id, range * 11 AS amount FROM range(2)")
+    for start in (2, 4):
+        sql = f"INSERT INTO lake_main.main.orders SELECT range, range * 11 FROM range({start}, {start + 2})"
+        run_sql(env, FORK, sql, targets=["orders"])
+    files = table_files(env, FORK)
+    assert len(files) == 3
+    return files
+
+
+def test_a_table_of_several_files_is_registered_whole_and_only_its_files(lake_env):
+    """The files are registered through one glob of the promotion's own name: exactly the three,
+    not the parent's earlier file of the same table in the same folder."""
+    env = lake_env
+    fork_files = three_files(env)
+    table = promoted(env)
+    assert (table.method, table.rows) == ("moved", 6)
+    [promotion_id] = {row.promotion_id for row in journal_rows(env)}
+    names = sorted(f"promoted-{promotion_id}-{f.rsplit('/', 1)[1]}" for f in fork_files)
+    assert sorted(p.rsplit("/", 1)[1] for p in table_files(env, "prod")) == names
+    assert orders(env, "prod") == FORK_ROWS
+
+
+def test_a_data_path_with_a_glob_character_still_moves(embedded_lake):
+    """`[` in the parent's data path would make the glob a character class matching nothing: the
+    files are listed instead, and still move."""
+    env = embedded_lake
+    lake = env.config.lakes[0]
+    bracketed = lake.model_copy(update={"data_path": lake.data_path.rstrip("/") + "[1]/"})
+    env = replace(env, config=env.config.model_copy(update={"lakes": (bracketed,)}))
+    three_files(env)
+    table = promoted(env)
+    assert (table.method, table.copy_reason, table.rows) == ("moved", None, 6)
+    assert all("[1]/main/orders/promoted-" in p for p in table_files(env, "prod"))
+
+
+def test_registration_is_one_glob_only_where_it_names_exactly_the_moved_files():
+    from dpone_dagster.lake.lifecycle.promote_files import registration_paths
+
+    pid = "0f" * 16
+    several = [f"/d/main/t/promoted-{pid}-ducklake-{i}.parquet" for i in range(3)]
+    assert registration_paths(several, pid) == [f"/d/main/t/promoted-{pid}-*"]
+    s3 = [f"s3://b/lakes/main/t/promoted-{pid}-{i}.parquet" for i in range(2)]
+    assert registration_paths(s3, pid) == [f"s3://b/lakes/main/t/promoted-{pid}-*"]
+    assert registration_paths(several[:1], pid) == several[:1], "one file: no glob needed"
+    for odd in ("/d[1]/main/t", "/d*/main/t", "/d?/main/t", "/d{a,b}/main/t"):
+        files = [f"{odd}/promoted-{pid}-{i}.parquet" for i in range(2)]
+        assert registration_paths(files, pid) == files, odd
+    assert registration_paths([several[0], f"/d/main/u/promoted-{pid}-x.parquet"], pid)[1].endswith("x.parquet")
+    assert registration_paths([several[0], "/d/main/t/ducklake-x.parquet"], pid)[1].endswith("ducklake-x.parquet")
 
 
 def test_deleted_rows_are_copied_not_moved(embedded_lake):

@@ -58,6 +58,7 @@ from dpone_dagster.lake.lifecycle.promote_files import (
     metadata_prefix,
     plan_table,
     recover_promotions,
+    registration_paths,
     storage_reason,
 )
 from dpone_dagster.lake.ports import Clock, utc_now
@@ -326,11 +327,11 @@ def _publish(
         plans, targets = [p.copied(refused.message) for p in plans], {}
     try:
         ports.after_transfer()
-        published = _transaction(conn, parent_alias, fork_alias, plans, targets, mover.commit_info, ports)
+        published = _transaction(conn, parent_alias, fork_alias, plans, targets, mover, ports)
     except _RegistrationRefused as refused:
         mover.undo()
         plans = [p.copied(f"DuckLake refused to register the moved files ({refused})") for p in plans]
-        published = _transaction(conn, parent_alias, fork_alias, plans, {}, mover.commit_info, ports)
+        published = _transaction(conn, parent_alias, fork_alias, plans, {}, mover, ports)
     except BaseException:
         mover.undo()  # rolled back: nothing refers to the moved files, they go back to the fork
         raise
@@ -338,7 +339,7 @@ def _publish(
     return published
 
 
-def _transaction(conn, parent_alias, fork_alias, plans, targets, commit_info, ports) -> list[TablePlan]:
+def _transaction(conn, parent_alias, fork_alias, plans, targets, mover: FileMover, ports) -> list[TablePlan]:
     """Every table in one DuckLake transaction; a failure rolls all of them back."""
     import duckdb
 
@@ -362,7 +363,7 @@ def _transaction(conn, parent_alias, fork_alias, plans, targets, commit_info, po
                 try:
                     conn.execute(
                         "CALL ducklake_add_data_files(?, ?, ?, schema => ?, hive_partitioning => false)",
-                        [parent_alias, name.table, list(targets[name]), name.schema],
+                        [parent_alias, name.table, registration_paths(targets[name], mover.promotion_id), name.schema],
                     )
                 except duckdb.Error as exc:
                     raise _RegistrationRefused(type(exc).__name__) from None
@@ -375,7 +376,7 @@ def _transaction(conn, parent_alias, fork_alias, plans, targets, commit_info, po
             ports.after_copy(name)
         conn.execute(
             f"CALL ducklake_set_commit_message({sql_string(parent_alias)}, 'dpone', 'fork promotion', "
-            f"extra_info => {sql_string(commit_info)})"
+            f"extra_info => {sql_string(mover.commit_info)})"
         )
         conn.execute("COMMIT")
     except BaseException:
