@@ -17,7 +17,8 @@ key: schema and counts only) is not timed. Each round uses fresh forks (a promot
 promoted twice; a moved file is the parent's) and rows report the best of `ROUNDS` interleaved
 rounds, with the load average. The size rows report the median of two promotions per size in each of
 `SIZE_ROUNDS` rounds instead (the copy: of the first `COPY_ROUNDS`):
-their difference is ~15 ms (DuckLake reads the moved files' footers: ~330 row groups at 1 GB), while
+their difference is ~10 ms (DuckLake reads the moved files' footers, ~330 row groups at 1 GB, in one
+query since the files are registered with one glob), while
 the commit's fsync alone varies by 15-40 ms from one promotion to the next, so the best of a few
 rounds compares whichever side drew the luckier fsync (the note gives that ratio too). They `sync`
 after each build, so neither promotion pays for flushing the gigabytes just written, and alternate
