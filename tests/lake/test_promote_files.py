@@ -68,9 +68,11 @@ def forked(lake_env):
     return env
 
 
-def journal_rows(env) -> list:
+def promotion_prefix(env) -> str:
+    """`promoted-<id>-`: how the one promotion so far names the files it moved into the parent."""
     with open_store(env.config.control_store).connect() as conn:
-        return list(conn.execute(sa.select(fork_promotion_file)))
+        [promotion_id] = set(conn.execute(sa.select(fork_promotion_file.c.promotion_id)).scalars())
+    return f"promoted-{promotion_id}-"
 
 
 def reviewed(env) -> str:
@@ -85,8 +87,7 @@ def test_moved_files_survive_the_fork_drop_and_prod_maintenance_manages_them(for
     [table] = result.tables
     assert (table.method, table.copy_reason, table.rows) == ("moved", None, 6)
     promoted = table_files(env, "prod")
-    [promotion_id] = {row.promotion_id for row in journal_rows(env)}
-    prefix = f"promoted-{promotion_id}-"
+    prefix = promotion_prefix(env)
     assert [p.rsplit("/", 1)[1] for p in promoted] == [prefix + f.rsplit("/", 1)[1] for f in fork_files], "same files"
     assert all(p.startswith(prod_data_path(env)) for p in promoted)
     assert set(promoted) <= set(env.list_files(prod_data_path(env)))
@@ -206,8 +207,7 @@ def test_a_table_of_several_files_is_registered_whole_and_only_its_files(lake_en
     fork_files = three_files(env)
     table = promoted(env)
     assert (table.method, table.rows) == ("moved", 6)
-    [promotion_id] = {row.promotion_id for row in journal_rows(env)}
-    names = sorted(f"promoted-{promotion_id}-{f.rsplit('/', 1)[1]}" for f in fork_files)
+    names = sorted(promotion_prefix(env) + f.rsplit("/", 1)[1] for f in fork_files)
     assert sorted(p.rsplit("/", 1)[1] for p in table_files(env, "prod")) == names
     assert orders(env, "prod") == FORK_ROWS
 
